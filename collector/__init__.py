@@ -1,0 +1,1 @@
+"""The collector side: OTLP receiver, span normalisation, trace assembly, classification, spend."""

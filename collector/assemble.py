@@ -1,0 +1,129 @@
+"""Trace assembly: spans grouped by trace across requests and in any order, released when complete.
+
+A trace is complete when
+- its root span has ended and nothing arrived for `decision_wait` (the normal case), or
+- it reached `max_spans` spans, or it has been open for `max_age` (a root that never comes), or
+- it is the oldest of `max_traces` traces in flight when a new one arrives (eviction, counted).
+Every completed trace is classified with what it has; none is dropped. Spans that arrive for a trace
+already completed are late: counted and dropped, so that a trace is classified and counted exactly once.
+The ids of the last `late_span_memory` completed traces are remembered for that.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .steps import Step, StepKind, end_time
+
+COMPLETE = "complete"
+MAX_SPANS = "max_spans"
+MAX_AGE = "max_age"
+EVICTED = "evicted"
+SHUTDOWN = "shutdown"
+END_OF_INPUT = "end_of_input"
+
+
+@dataclass(eq=False)
+class Trace:
+    """The steps of one trace seen so far, plus what the classifier keeps for it."""
+
+    trace_id: bytes
+    first_seen: float
+    last_seen: float
+    steps: list[Step] = field(default_factory=list)
+    llm_steps: list[Step] = field(default_factory=list)  # in end order
+    root: Step | None = None
+    in_order: bool = True  # steps arrived in start-time order
+    classifier: Any = None  # per-trace classifier state, owned by the engine
+    emitted: Any = None  # what the sinks were already told (live findings), owned by the processor
+
+    def add(self, step: Step, now: float) -> None:
+        if self.steps and step.start_ns < self.steps[-1].start_ns:
+            self.in_order = False
+        self.steps.append(step)
+        if step.kind is StepKind.LLM:
+            if self.llm_steps and step.end_ns < self.llm_steps[-1].end_ns:
+                bisect.insort(self.llm_steps, step, key=end_time)
+            else:
+                self.llm_steps.append(step)
+        if step.is_root:
+            self.root = step
+        self.last_seen = now
+
+    def ordered_steps(self) -> list[Step]:
+        return self.steps if self.in_order else sorted(self.steps, key=lambda s: (s.start_ns, s.end_ns))
+
+
+@dataclass
+class AssemblyStats:
+    late_spans: int = 0
+    evicted: int = 0
+
+
+class TraceAssembler:
+    def __init__(self, *, decision_wait: float, max_age: float, max_spans: int, max_traces: int,
+                 late_span_memory: int, on_complete: Callable[[Trace, str], None]) -> None:
+        self.decision_wait = decision_wait
+        self.max_age = max_age
+        self.max_spans = max_spans
+        self.max_traces = max_traces
+        self.on_complete = on_complete
+        self.traces: OrderedDict[bytes, Trace] = OrderedDict()  # oldest first
+        self.spans_buffered = 0
+        self.stats = AssemblyStats()
+        self._closed: OrderedDict[bytes, None] = OrderedDict()
+        self._closed_max = late_span_memory
+        self._due: deque[tuple[float, bytes]] = deque()  # (deadline, trace id), deadlines ascending
+
+    def add(self, step: Step, now: float) -> Trace | None:
+        """Buffer a step; returns its trace, or None for a late span."""
+        trace = self.traces.get(step.trace_id)
+        if trace is None:
+            if step.trace_id in self._closed:
+                self.stats.late_spans += 1
+                return None
+            if len(self.traces) >= self.max_traces:
+                self.stats.evicted += 1
+                self._complete(next(iter(self.traces.values())), EVICTED)
+            trace = self.traces[step.trace_id] = Trace(step.trace_id, now, now)
+        trace.add(step, now)
+        self.spans_buffered += 1
+        if trace.root is not None:
+            self._due.append((now + self.decision_wait, trace.trace_id))
+        return trace
+
+    def check_full(self, trace: Trace) -> None:
+        """Complete a trace that reached the span limit (called after the step was classified)."""
+        if len(trace.steps) >= self.max_spans and trace.trace_id in self.traces:
+            self._complete(trace, MAX_SPANS)
+
+    def tick(self, now: float) -> None:
+        """Complete what is due at `now`."""
+        due = self._due
+        while due and due[0][0] <= now:
+            _, trace_id = due.popleft()
+            trace = self.traces.get(trace_id)
+            if trace is not None and trace.last_seen + self.decision_wait <= now:
+                self._complete(trace, COMPLETE)
+        while self.traces:
+            oldest = next(iter(self.traces.values()))
+            if oldest.first_seen + self.max_age > now:
+                break
+            self._complete(oldest, MAX_AGE)
+
+    def drain(self, reason: str = SHUTDOWN) -> None:
+        """Complete everything (shutdown, end of replayed input)."""
+        while self.traces:
+            self._complete(next(iter(self.traces.values())), reason)
+
+    def _complete(self, trace: Trace, reason: str) -> None:
+        del self.traces[trace.trace_id]
+        self.spans_buffered -= len(trace.steps)
+        self._closed[trace.trace_id] = None
+        if len(self._closed) > self._closed_max:
+            self._closed.popitem(last=False)
+        self.on_complete(trace, reason)

@@ -1,0 +1,1 @@
+"""Streaming MAST classification: an engine running detector plugins over each trace's steps."""

@@ -1,0 +1,164 @@
+"""FM-1.3 Step repetition: a step redone although it already completed.
+
+Signals, all incremental (constant work per step):
+- the same tool with equivalent arguments (canonical JSON) `min_occurrences` times or more;
+- short cycles of tool calls (A→B→A→B, period 2..`cycle_max_period`) repeated `cycle_min_repeats` times;
+- identical model text outputs (content capture on), `output_min_occurrences` times or more;
+- with arguments not captured: the same tool called `unknown_args_min_run` times in a row (low confidence).
+Not repetition: tools matching `polling_tools`; up to `retry_limit` calls right after the same call
+failed (retries); a call whose captured result differs from the previous one (the world changed).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+from pydantic import Field
+
+from ...steps import Finding, Step, StepKind
+from ..detector import Detector, DetectorSettings
+
+EVIDENCE_LIMIT = 50
+TOOL_CALL_FINISH = frozenset({"tool_call", "tool_calls", "function_call", "tool_use"})
+
+
+class StepRepetitionSettings(DetectorSettings):
+    min_occurrences: int = Field(3, ge=2, description="calls of one tool with equivalent arguments")
+    polling_tools: list[str] = Field(default_factory=list, description="glob patterns of tools that poll")
+    retry_limit: int = Field(2, ge=0, description="repeats right after a failure that count as retries")
+    cycle_max_period: int = Field(3, ge=0, description="longest cycle looked for (0: off)")
+    cycle_min_repeats: int = Field(2, ge=2)
+    output_min_occurrences: int = Field(2, ge=2)
+    output_min_chars: int = Field(32, ge=1)
+    unknown_args_min_run: int = Field(5, ge=0, description="same tool in a row, arguments not captured (0: off)")
+
+
+class StepRepetition(Detector):
+    code = "FM-1.3"
+    Settings = StepRepetitionSettings
+
+    def __init__(self, settings: StepRepetitionSettings, trace) -> None:
+        super().__init__(settings, trace)
+        self.repeated: list[Step] = []  # append-only; the processor accounts for it incrementally
+        self._repeated_ids: set[bytes] = set()
+        self._evidence: dict[bytes, None] = {}
+        self._calls: dict[tuple[str, int], list[Step]] = {}
+        self._sequence: list[tuple[str, int | None]] = []
+        self._sequence_steps: list[Step] = []
+        self._match_run = [0] * (settings.cycle_max_period + 1)
+        self._outputs: dict[int, list[Step]] = {}
+        self._last_tool: Step | None = None
+        self._retries = 0
+        self._run = 0
+        self._reasons: dict[str, tuple[float, str, str]] = {}  # signal -> (confidence, basis, reason)
+        self._polling: dict[str, bool] = {}
+
+    def _is_polling(self, tool: str) -> bool:
+        known = self._polling.get(tool)
+        if known is None:
+            known = self._polling[tool] = any(fnmatch.fnmatchcase(tool, p) for p in self.settings.polling_tools)
+        return known
+
+    def _mark(self, steps: list[Step], evidence: list[Step]) -> None:
+        for step in steps:
+            if step.span_id not in self._repeated_ids:
+                self._repeated_ids.add(step.span_id)
+                self.repeated.append(step)
+        for step in evidence:
+            if len(self._evidence) < EVIDENCE_LIMIT:
+                self._evidence.setdefault(step.span_id, None)
+
+    def observe(self, step: Step) -> Finding | None:
+        if step.kind is StepKind.TOOL and step.tool is not None:
+            return self._observe_tool(step)
+        if step.kind is StepKind.LLM and step.output_fingerprint is not None:
+            return self._observe_output(step)
+        return None
+
+    def _observe_tool(self, step: Step) -> Finding | None:
+        s = self.settings
+        tool = step.tool
+        if self._is_polling(tool):
+            return None
+        previous = self._last_tool
+        self._last_tool = step
+        changed = False
+        if step.args_fingerprint is None:
+            self._run = self._run + 1 if previous is not None and previous.tool == tool \
+                and previous.args_fingerprint is None else 1
+            if s.unknown_args_min_run and self._run >= s.unknown_args_min_run:
+                run = [*self._sequence_steps[len(self._sequence_steps) - self._run + 1:], step]
+                self._mark(run[1:], run)
+                self._reasons["run"] = (0.4, "structure", f"{tool} called {self._run} times in a row "
+                                        "(arguments not captured, so equivalence is not known)")
+                changed = True
+        else:
+            key = (tool, step.args_fingerprint)
+            calls = self._calls.setdefault(key, [])
+            if calls and previous is calls[-1] and previous.error:
+                self._retries += 1
+            else:
+                self._retries = 0
+            if calls and step.result_fingerprint is not None and calls[-1].result_fingerprint is not None \
+                    and step.result_fingerprint != calls[-1].result_fingerprint and not calls[-1].error:
+                calls.clear()  # a different result: the call observed a change, it is not redone work
+            if 0 < self._retries <= s.retry_limit:
+                pass  # a retry after a failure
+            else:
+                calls.append(step)
+                if len(calls) >= s.min_occurrences:
+                    self._mark(calls[1:], calls)
+                    args = f" {step.args_preview}" if step.args_preview else ""
+                    self._reasons["same_call"] = (0.9, "structure", f"{tool} called {len(calls)} times with "
+                                                  f"equivalent arguments{args}")
+                    changed = True
+        self._sequence.append((tool, step.args_fingerprint))
+        self._sequence_steps.append(step)
+        changed |= self._observe_cycle()
+        return self.current() if changed else None
+
+    def _observe_cycle(self) -> bool:
+        s = self.settings
+        seq = self._sequence
+        end = len(seq) - 1
+        for period in range(2, s.cycle_max_period + 1):
+            if end >= period and seq[end] == seq[end - period] and seq[end][1] is not None:
+                self._match_run[period] += 1
+            else:
+                self._match_run[period] = 0
+            run = self._match_run[period]
+            if run >= period * (s.cycle_min_repeats - 1):
+                block = seq[end - period + 1:end + 1]
+                if len(set(block)) < 2:
+                    continue
+                cycle_steps = self._sequence_steps[end - run - period + 1:end + 1]
+                self._mark(cycle_steps[period:], cycle_steps)
+                names = "→".join(t for t, _ in seq[end - run - period + 1:end - run + 1])
+                self._reasons["cycle"] = (0.8, "structure", f"cycle {names} repeated "
+                                          f"{(run + period) / period:.3g} times with the same arguments")
+                return True
+        return False
+
+    def _observe_output(self, step: Step) -> Finding | None:
+        s = self.settings
+        if step.output_chars < s.output_min_chars or TOOL_CALL_FINISH.intersection(step.finish_reasons):
+            return None
+        outputs = self._outputs.setdefault(step.output_fingerprint, [])
+        outputs.append(step)
+        if len(outputs) < s.output_min_occurrences:
+            return None
+        self._mark(outputs[1:], outputs)
+        self._reasons["output"] = (0.85, "content", f"model {step.model or ''} gave the same output "
+                                   f"{len(outputs)} times: {step.output_preview!r}")
+        return self.current()
+
+    def current(self) -> Finding | None:
+        if not self._reasons:
+            return None
+        ranked = sorted(self._reasons.values(), reverse=True)
+        confidence, basis, _ = ranked[0]
+        return Finding(self.code, confidence, list(self._evidence), "; ".join(r for _, _, r in ranked),
+                       basis, self.repeated)
+
+    def finish(self) -> Finding | None:
+        return self.current()

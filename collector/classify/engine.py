@@ -1,0 +1,84 @@
+"""Runs the detector plugins over each trace, isolating failures: a detector that raises is logged,
+counted and switched off for that trace; the others and the pipeline go on."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..assemble import Trace
+from ..steps import Finding, Step
+from .detector import Detector, DetectorSettings
+from .detectors import load_detectors
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TraceFindings:
+    """The classifier's state for one trace."""
+
+    detectors: list[Detector]
+    findings: dict[str, Finding] = field(default_factory=dict)
+
+
+class ClassifierEngine:
+    def __init__(self, settings: dict[str, Any] | None = None,
+                 on_detector_error: Callable[[str], None] | None = None) -> None:
+        """`settings` maps a failure-mode code to that detector's settings (a mapping or its model)."""
+        settings = settings or {}
+        self.available = load_detectors()
+        unknown = set(settings) - set(self.available)
+        if unknown:
+            raise ValueError(f"no detector for {sorted(unknown)}; detectors: {sorted(self.available)}")
+        self.detectors: list[tuple[type[Detector], DetectorSettings]] = []
+        for code, cls in self.available.items():
+            value = settings.get(code) or {}
+            parsed = value if isinstance(value, cls.Settings) else cls.Settings.model_validate(value)
+            if parsed.enabled:
+                self.detectors.append((cls, parsed))
+        self.on_detector_error = on_detector_error or (lambda code: None)
+
+    def _start(self, trace: Trace) -> TraceFindings:
+        return TraceFindings([cls(s, trace) for cls, s in self.detectors])
+
+    def _call(self, state: TraceFindings, detector: Detector, method: str, *args: Any) -> Finding | None:
+        try:
+            return getattr(detector, method)(*args)
+        except Exception:
+            log.exception("detector %s failed on trace %s; switched off for this trace",
+                          detector.code, detector.trace.trace_id.hex())
+            state.detectors.remove(detector)
+            self.on_detector_error(detector.code)
+            return None
+
+    def observe(self, trace: Trace, step: Step) -> list[Finding]:
+        """Feed one step; returns the findings that are new or changed."""
+        state: TraceFindings = trace.classifier
+        if state is None:
+            state = trace.classifier = self._start(trace)
+        changed = []
+        for detector in list(state.detectors):
+            finding = self._call(state, detector, "observe", step)
+            if finding is not None:
+                state.findings[finding.code] = finding
+                changed.append(finding)
+        return changed
+
+    def finish(self, trace: Trace) -> dict[str, Finding]:
+        """Final findings. Steps that arrived out of start order are classified again, in order."""
+        state: TraceFindings = trace.classifier or self._start(trace)
+        if not trace.in_order:
+            state = self._start(trace)
+            for step in trace.ordered_steps():
+                for detector in list(state.detectors):
+                    self._call(state, detector, "observe", step)
+        findings: dict[str, Finding] = {}
+        for detector in list(state.detectors):
+            finding = self._call(state, detector, "finish")
+            if finding is not None:
+                findings[finding.code] = finding
+        trace.classifier = state
+        return findings

@@ -1,0 +1,92 @@
+"""Spans to steps. Each convention module reads what it knows; earlier modules win on conflicts.
+
+Only fingerprints and short previews of message content, tool arguments and results are kept."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
+
+from ..steps import Step, StepKind
+from . import genai, openinference, openllmetry, vercel
+from .attributes import any_value, attributes, canonical_json, fingerprint, preview
+
+CONVENTIONS = (genai, openinference, openllmetry, vercel)
+_intern = sys.intern
+
+
+def _int(value: Any) -> int:
+    try:
+        return max(int(value), 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _content(value: Any) -> tuple[int, str]:
+    text = canonical_json(value)
+    return fingerprint(text), preview(text)
+
+
+def normalize_span(span: Span, service: str) -> Step:
+    attrs = attributes(span.attributes)
+    draft: dict[str, Any] = {}
+    for convention in CONVENTIONS:
+        if convention.claims(attrs):
+            convention.read(attrs, span.name, draft)
+    kind = draft.get("kind") or StepKind.OTHER
+    step = Step(
+        trace_id=span.trace_id, span_id=span.span_id, parent_span_id=span.parent_span_id, kind=kind,
+        name=_intern(span.name), start_ns=span.start_time_unix_nano, end_ns=span.end_time_unix_nano,
+        service=service,
+    )
+    if (agent := draft.get("agent")) is not None:
+        step.agent = _intern(agent)
+    if (model := draft.get("model")) is not None:
+        step.model = _intern(model)
+    if (provider := draft.get("provider")) is not None:
+        step.provider = _intern(provider)
+    if (tool := draft.get("tool")) is not None:
+        step.tool = _intern(tool)
+    step.tool_call_id = draft.get("tool_call_id")
+    step.conversation_id = draft.get("conversation_id")
+    if (args := draft.get("args")) is not None:
+        step.args_fingerprint, step.args_preview = _content(args)
+    if (result := draft.get("result")) is not None:
+        step.result_fingerprint = fingerprint(canonical_json(result))
+    if (output := draft.get("output")) is not None:
+        text = str(output)
+        step.output_fingerprint = fingerprint(" ".join(text.split()))
+        step.output_chars = len(text)
+        step.output_preview = preview(text)
+    if kind is StepKind.LLM:  # tokens from inference spans only: agent spans repeat their children's sums
+        step.input_tokens = _int(draft.get("input_tokens"))
+        step.output_tokens = _int(draft.get("output_tokens"))
+        step.cache_read_tokens = _int(draft.get("cache_read_tokens"))
+        step.cache_write_tokens = _int(draft.get("cache_write_tokens"))
+    finish = draft.get("finish_reasons")
+    if finish:
+        step.finish_reasons = tuple(_intern(str(f)) for f in (finish if isinstance(finish, list) else [finish]))
+    error_type = draft.get("error_type")
+    step.error = span.status.code == Status.STATUS_CODE_ERROR or error_type is not None
+    if error_type is not None:
+        step.error_type = _intern(error_type)
+    elif step.error:
+        step.error_type = "_OTHER"
+    return step
+
+
+def resource_service(resource_spans: ResourceSpans) -> str:
+    for kv in resource_spans.resource.attributes:
+        if kv.key == "service.name":
+            return _intern(str(any_value(kv.value)))
+    return "unknown_service"
+
+
+def iter_steps(resource_spans: ResourceSpans) -> Iterator[Step]:
+    service = resource_service(resource_spans)
+    for scope_spans in resource_spans.scope_spans:
+        for span in scope_spans.spans:
+            yield normalize_span(span, service)

@@ -1,0 +1,111 @@
+"""OpenTelemetry GenAI semantic conventions: v1.41 names, the newer development names, and the
+deprecated names older instrumentations still emit (gen_ai.system, usage.prompt_tokens, ...)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..steps import StepKind
+from .attributes import as_json
+
+LLM_OPERATIONS = frozenset({"chat", "generate_content", "text_completion", "completion"})
+AGENT_OPERATIONS = frozenset({"invoke_agent", "invoke_workflow", "handle_conversation_turn", "plan"})
+TOOL_OPERATIONS = frozenset({"execute_tool"})
+
+
+def claims(attrs: dict[str, Any]) -> bool:
+    return "gen_ai.operation.name" in attrs or "gen_ai.system" in attrs or "gen_ai.provider.name" in attrs \
+        or "gen_ai.tool.name" in attrs or "gen_ai.usage.input_tokens" in attrs
+
+
+def _kind(op: str | None, attrs: dict[str, Any]) -> StepKind | None:
+    if op in LLM_OPERATIONS:
+        return StepKind.LLM
+    if op in TOOL_OPERATIONS:
+        return StepKind.TOOL
+    if op in AGENT_OPERATIONS:
+        return StepKind.AGENT
+    if op is None and "gen_ai.tool.name" in attrs and "gen_ai.request.model" not in attrs:
+        return StepKind.TOOL
+    if op is None and "gen_ai.request.model" in attrs:
+        return StepKind.LLM
+    return StepKind.OTHER if op else None
+
+
+def _output_text(messages: Any) -> str | None:
+    """Model output as one comparable text: text parts and tool calls, in order."""
+    messages = as_json(messages)
+    if not isinstance(messages, list):
+        return messages if isinstance(messages, str) else None
+    pieces: list[str] = []
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        for part in message.get("parts") or ():
+            if not isinstance(part, dict):
+                continue
+            if part.get("type") == "text":
+                pieces.append(str(part.get("content", "")))
+            elif part.get("type") == "tool_call":
+                pieces.append(f"tool_call {part.get('name')} {part.get('arguments')}")
+        if "content" in message and "parts" not in message:  # older flat form
+            pieces.append(str(message["content"]))
+    return "\n".join(pieces) if pieces else None
+
+
+def _legacy_completion(attrs: dict[str, Any]) -> str | None:
+    """OpenLLMetry's indexed gen_ai.completion.N.* attributes (removed from the conventions, still emitted)."""
+    pieces = [str(attrs[k]) for k in sorted(attrs) if k.startswith("gen_ai.completion.") and
+              (k.endswith(".content") or (".tool_calls." in k and (k.endswith(".name") or k.endswith(".arguments"))))]
+    return "\n".join(pieces) if pieces else None
+
+
+def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
+    get = attrs.get
+    op = get("gen_ai.operation.name")
+    kind = _kind(op, attrs)
+    if kind is not None:
+        draft.setdefault("kind", kind)
+    if (agent := get("gen_ai.agent.name")) is not None:
+        draft.setdefault("agent", str(agent))
+    elif op in AGENT_OPERATIONS and name.startswith(op + " "):
+        draft.setdefault("agent", name[len(op) + 1:])
+    if (model := get("gen_ai.response.model") or get("gen_ai.request.model")) is not None:
+        draft.setdefault("model", str(model))
+    if (provider := get("gen_ai.provider.name") or get("gen_ai.system")) is not None:
+        draft.setdefault("provider", str(provider))
+    if (tool := get("gen_ai.tool.name")) is not None:
+        draft.setdefault("tool", str(tool))
+    elif op in TOOL_OPERATIONS and name.startswith("execute_tool "):
+        draft.setdefault("tool", name[len("execute_tool "):])
+    if (call_id := get("gen_ai.tool.call.id")) is not None:
+        draft.setdefault("tool_call_id", str(call_id))
+    args = get("gen_ai.tool.call.arguments", get("tool_arguments"))  # tool_arguments: pydantic-ai
+    if args is not None:
+        draft.setdefault("args", args)
+    result = get("gen_ai.tool.call.result", get("tool_response"))
+    if result is not None:
+        draft.setdefault("result", result)
+    output = _output_text(get("gen_ai.output.messages")) or _legacy_completion(attrs)
+    if output is not None:
+        draft.setdefault("output", output)
+    tokens_in = get("gen_ai.usage.input_tokens", get("gen_ai.usage.prompt_tokens"))
+    if tokens_in is not None:
+        draft.setdefault("input_tokens", tokens_in)
+    tokens_out = get("gen_ai.usage.output_tokens", get("gen_ai.usage.completion_tokens"))
+    if tokens_out is not None:
+        draft.setdefault("output_tokens", tokens_out)
+    cache_read = get("gen_ai.usage.cache_read.input_tokens", get("gen_ai.usage.cache_read_input_tokens"))
+    if cache_read is not None:
+        draft.setdefault("cache_read_tokens", cache_read)
+    cache_write = get("gen_ai.usage.cache_write.input_tokens", get("gen_ai.usage.cache_creation.input_tokens",
+                      get("gen_ai.usage.cache_write_input_tokens")))
+    if cache_write is not None:
+        draft.setdefault("cache_write_tokens", cache_write)
+    finish = get("gen_ai.response.finish_reasons")
+    if finish is not None:
+        draft.setdefault("finish_reasons", finish)
+    if (error_type := get("error.type")) is not None:
+        draft.setdefault("error_type", str(error_type))
+    if (conversation := get("gen_ai.conversation.id")) is not None:
+        draft.setdefault("conversation_id", str(conversation))

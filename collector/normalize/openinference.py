@@ -1,0 +1,62 @@
+"""OpenInference (Arize Phoenix) span conventions: openinference.span.kind, llm.*, tool.*, input/output.value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..steps import StepKind
+
+KINDS = {"LLM": StepKind.LLM, "TOOL": StepKind.TOOL, "AGENT": StepKind.AGENT, "CHAIN": StepKind.AGENT}
+
+
+def claims(attrs: dict[str, Any]) -> bool:
+    return "openinference.span.kind" in attrs
+
+
+def _output_messages(attrs: dict[str, Any]) -> str | None:
+    pieces = [str(attrs[k]) for k in sorted(attrs) if k.startswith("llm.output_messages.") and (
+        k.endswith(".message.content") or k.endswith(".message_content.text")
+        or k.endswith(".tool_call.function.name") or k.endswith(".tool_call.function.arguments"))]
+    return "\n".join(pieces) if pieces else None
+
+
+def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
+    get = attrs.get
+    kind = KINDS.get(str(get("openinference.span.kind", "")).upper(), StepKind.OTHER)
+    draft.setdefault("kind", kind)
+    if (agent := get("agent.name")) is not None:
+        draft.setdefault("agent", str(agent))
+    elif kind is StepKind.AGENT and get("openinference.span.kind") == "AGENT":
+        draft.setdefault("agent", get("graph.node.name") or name)
+    model = get("llm.response.model_name") or get("llm.model_name") or get("llm.request.model_name")
+    if model is not None:
+        draft.setdefault("model", str(model))
+    if (provider := get("llm.provider") or get("llm.system")) is not None:
+        draft.setdefault("provider", str(provider))
+    if kind is StepKind.TOOL:
+        if (tool := get("tool.name")) is not None:
+            draft.setdefault("tool", str(tool))
+        else:
+            draft.setdefault("tool", name)
+        if (call_id := get("tool.id") or get("tool_call.id")) is not None:
+            draft.setdefault("tool_call_id", str(call_id))
+        args = get("tool_call.function.arguments", get("input.value"))
+        if args is not None:
+            draft.setdefault("args", args)
+        if (result := get("output.value")) is not None:
+            draft.setdefault("result", result)
+    if kind is StepKind.LLM:
+        output = _output_messages(attrs) or get("output.value")
+        if output is not None:
+            draft.setdefault("output", str(output))
+        if (finish := get("llm.finish_reason")) is not None:
+            draft.setdefault("finish_reasons", [finish])
+    for key, field in (("llm.token_count.prompt", "input_tokens"), ("llm.token_count.completion", "output_tokens"),
+                       ("llm.token_count.prompt_details.cache_read", "cache_read_tokens"),
+                       ("llm.token_count.prompt_details.cache_write", "cache_write_tokens")):
+        if (value := get(key)) is not None:
+            draft.setdefault(field, value)
+    if (error_type := get("exception.type")) is not None:
+        draft.setdefault("error_type", str(error_type))
+    if (session := get("session.id")) is not None:
+        draft.setdefault("conversation_id", str(session))

@@ -1,0 +1,38 @@
+"""Traceloop OpenLLMetry conventions: traceloop.span.kind, traceloop.entity.*, llm.request.type.
+
+Its model, token and indexed prompt/completion attributes use gen_ai.* names and are read by genai."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..steps import StepKind
+
+KINDS = {"tool": StepKind.TOOL, "agent": StepKind.AGENT, "workflow": StepKind.AGENT, "task": StepKind.OTHER}
+LLM_REQUEST_TYPES = frozenset({"chat", "completion"})
+
+
+def claims(attrs: dict[str, Any]) -> bool:
+    return "traceloop.span.kind" in attrs or "llm.request.type" in attrs
+
+
+def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
+    get = attrs.get
+    span_kind = get("traceloop.span.kind")
+    if get("llm.request.type") in LLM_REQUEST_TYPES:
+        draft.setdefault("kind", StepKind.LLM)
+    elif span_kind in KINDS:
+        draft.setdefault("kind", KINDS[span_kind])
+    entity = get("traceloop.entity.name")
+    if span_kind == "agent" and entity is not None:
+        draft.setdefault("agent", str(entity))
+    if span_kind == "tool":
+        draft.setdefault("tool", str(entity or name.removesuffix(".tool")))
+        if (args := get("traceloop.entity.input")) is not None:
+            draft.setdefault("args", args)
+        if (result := get("traceloop.entity.output")) is not None:
+            draft.setdefault("result", result)
+    if (finish := get("llm.response.finish_reason")) is not None:
+        draft.setdefault("finish_reasons", [finish])
+    if (total := get("llm.usage.total_tokens")) is not None and "input_tokens" not in draft:
+        draft.setdefault("input_tokens", total)  # only the total is known: counted as input

@@ -1,0 +1,56 @@
+"""Vercel AI SDK telemetry (ai.* attributes): ai.generateText/streamText and their doGenerate/doStream
+model calls, ai.toolCall tool executions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..steps import StepKind
+
+LLM_OPERATIONS = frozenset({"ai.generateText.doGenerate", "ai.streamText.doStream",
+                            "ai.generateObject.doGenerate", "ai.streamObject.doStream"})
+AGENT_OPERATIONS = frozenset({"ai.generateText", "ai.streamText", "ai.generateObject", "ai.streamObject"})
+
+
+def claims(attrs: dict[str, Any]) -> bool:
+    return "ai.operationId" in attrs
+
+
+def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
+    get = attrs.get
+    op = get("ai.operationId")
+    if op in LLM_OPERATIONS:
+        draft.setdefault("kind", StepKind.LLM)
+    elif op == "ai.toolCall":
+        draft.setdefault("kind", StepKind.TOOL)
+    elif op in AGENT_OPERATIONS:
+        draft.setdefault("kind", StepKind.AGENT)
+    else:
+        draft.setdefault("kind", StepKind.OTHER)
+    if (agent := get("ai.telemetry.functionId")) is not None:
+        draft.setdefault("agent", str(agent))
+    if (model := get("ai.response.model") or get("ai.model.id")) is not None:
+        draft.setdefault("model", str(model))
+    if (provider := get("ai.model.provider")) is not None:
+        draft.setdefault("provider", str(provider).split(".")[0])
+    if op == "ai.toolCall":
+        draft.setdefault("tool", str(get("ai.toolCall.name", name)))
+        if (call_id := get("ai.toolCall.id")) is not None:
+            draft.setdefault("tool_call_id", str(call_id))
+        if (args := get("ai.toolCall.args")) is not None:
+            draft.setdefault("args", args)
+        if (result := get("ai.toolCall.result")) is not None:
+            draft.setdefault("result", result)
+    if op in LLM_OPERATIONS:
+        text = get("ai.response.text")
+        calls = get("ai.response.toolCalls")
+        if text is not None or calls is not None:
+            draft.setdefault("output", f"{text or ''}\n{calls or ''}".strip())
+        if (finish := get("ai.response.finishReason")) is not None:
+            draft.setdefault("finish_reasons", [finish])
+        for key, field in (("ai.usage.promptTokens", "input_tokens"), ("ai.usage.inputTokens", "input_tokens"),
+                           ("ai.usage.completionTokens", "output_tokens"),
+                           ("ai.usage.outputTokens", "output_tokens"),
+                           ("ai.usage.cachedInputTokens", "cache_read_tokens")):
+            if (value := get(key)) is not None:
+                draft.setdefault(field, value)

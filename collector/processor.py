@@ -1,0 +1,279 @@
+"""The mastwatch processor: normalise spans to steps, assemble traces, classify them as steps arrive,
+price the spend, and hand increments (live findings) and verdicts to the exporters.
+
+One thread owns all of this state. Receivers only validate and enqueue; a bounded queue (counted in
+spans) between them gives backpressure instead of unbounded memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from pydantic import BaseModel, ConfigDict, Field
+
+from mastwatch.durations import Duration
+
+from .assemble import SHUTDOWN, Trace, TraceAssembler
+from .classify.engine import ClassifierEngine
+from .classify.modes import MODES, FailureMode
+from .normalize import normalize_span, resource_service
+from .spend import Pricer, Waste
+from .steps import Finding, StepKind
+from .verdict import Verdict
+
+log = logging.getLogger(__name__)
+
+
+class ProcessorConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    decision_wait: Duration = Field(5.0, gt=0, description="quiet time after the root span ended")
+    max_trace_age: Duration = Field(300.0, gt=0, description="classify a trace open this long anyway")
+    max_spans_per_trace: int = Field(10_000, ge=1)
+    max_traces: int = Field(50_000, ge=1, description="traces in flight; the oldest is classified early")
+    late_span_memory: int = Field(200_000, ge=0, description="completed trace ids remembered")
+    queue_spans: int = Field(200_000, ge=1, description="spans accepted but not yet processed")
+    tick: Duration = Field(0.25, gt=0, description="how often completion is checked")
+    detectors: dict[str, dict[str, Any]] = Field(default_factory=dict,
+                                                 description="per failure-mode code: detector settings")
+
+
+@dataclass
+class Published:
+    """What the exporters were already told about one trace (live findings are published early)."""
+
+    service: str
+    agent: str
+    modes: set[str] = field(default_factory=set)
+    waste: Waste = field(default_factory=Waste)  # as published
+    live: Waste = field(default_factory=Waste)  # accounted incrementally while the trace is open
+
+
+@dataclass
+class Increment:
+    """New facts about one trace for the counters: modes first shown, repeated steps and their waste."""
+
+    service: str
+    agent: str
+    modes: list[FailureMode]
+    repeated_by_tool: dict[str, int]
+    wasted_tokens: dict[tuple[str, str], int]
+    wasted_cost: dict[str, float]
+
+
+class Exporter(Protocol):
+    def export_increment(self, increment: Increment) -> None: ...
+    def export_verdict(self, verdict: Verdict, increment: Increment) -> None: ...
+    def shutdown(self) -> None: ...
+
+
+class Telemetry(Protocol):
+    """Self-metrics the processor reports (see exporter.prometheus.SelfMetrics)."""
+
+    def spans_processed(self, n: int) -> None: ...
+    def spans_rejected(self, reason: str, n: int) -> None: ...
+    def late_spans(self, n: int) -> None: ...
+    def trace_completed(self, reason: str, seconds: float) -> None: ...
+    def detector_failed(self, code: str) -> None: ...
+    def unpriced_calls(self, model: str, n: int) -> None: ...
+    def state(self, traces: int, spans: int, queued: int) -> None: ...
+
+
+def _diff(new: dict, old: dict) -> dict:
+    return {k: v - old.get(k, 0) for k, v in new.items() if v - old.get(k, 0) > 0}
+
+
+class Processor:
+    def __init__(self, config: ProcessorConfig, exporters: Iterable[Exporter], telemetry: Telemetry) -> None:
+        self.config = config
+        self.exporters = list(exporters)
+        self.telemetry = telemetry
+        self.engine = ClassifierEngine(config.detectors, on_detector_error=telemetry.detector_failed)
+        self.pricer = Pricer()
+        self.assembler = TraceAssembler(
+            decision_wait=config.decision_wait, max_age=config.max_trace_age,
+            max_spans=config.max_spans_per_trace, max_traces=config.max_traces,
+            late_span_memory=config.late_span_memory, on_complete=self._complete)
+        self._queue: queue.SimpleQueue[ExportTraceServiceRequest | None] = queue.SimpleQueue()
+        self._queued_spans = 0
+        self._queue_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._late_reported = 0
+
+    # --- receiving side (any thread) ---
+    def submit(self, request: ExportTraceServiceRequest, spans: int) -> bool:
+        """Queue a validated request; False when the queue is full (the caller signals backpressure)."""
+        with self._queue_lock:
+            if self._stopping or self._queued_spans + spans > self.config.queue_spans:
+                return False
+            self._queued_spans += spans
+        self._queue.put(request)
+        return True
+
+    @property
+    def queued_spans(self) -> int:
+        return self._queued_spans
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="mastwatch-processor", daemon=True)
+        self._thread.start()
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Stop accepting, process what is queued, classify every buffered trace, flush the exporters."""
+        with self._queue_lock:
+            self._stopping = True
+        self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout)
+        for exporter in self.exporters:
+            exporter.shutdown()
+
+    def _run(self) -> None:
+        tick = self.config.tick
+        next_tick = time.monotonic() + tick
+        while True:
+            try:
+                request = self._queue.get(timeout=max(next_tick - time.monotonic(), 0.0))
+            except queue.Empty:
+                request = False
+            if request is None:
+                break
+            if request is not False:
+                try:
+                    self.process(request)
+                except Exception:
+                    log.exception("processing a request failed; its spans are lost")
+            now = time.monotonic()
+            if now >= next_tick:
+                self.tick(now)
+                next_tick = now + tick
+        self.drain()
+
+    # --- processing (processor thread, or directly for replay) ---
+    def process(self, request: ExportTraceServiceRequest, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        assembler, engine = self.assembler, self.engine
+        n = 0
+        for resource_spans in request.resource_spans:
+            service = resource_service(resource_spans)
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    n += 1
+                    step = normalize_span(span, service)
+                    trace = assembler.add(step, now)
+                    if trace is None:
+                        continue
+                    changed = engine.observe(trace, step)
+                    if changed:
+                        self._publish_live(trace, changed)
+                    if len(trace.steps) >= assembler.max_spans:
+                        assembler.check_full(trace)
+        with self._queue_lock:
+            self._queued_spans = max(self._queued_spans - n, 0)
+        self.telemetry.spans_processed(n)
+
+    def tick(self, now: float | None = None) -> None:
+        self.assembler.tick(time.monotonic() if now is None else now)
+        self._report_state()
+
+    def drain(self, reason: str = SHUTDOWN) -> None:
+        self.assembler.drain(reason)
+        self._report_state()
+
+    def _report_state(self) -> None:
+        stats = self.assembler.stats
+        if stats.late_spans != self._late_reported:
+            self.telemetry.late_spans(stats.late_spans - self._late_reported)
+            self._late_reported = stats.late_spans
+        self.telemetry.state(len(self.assembler.traces), self.assembler.spans_buffered, self._queued_spans)
+
+    # --- publishing ---
+    def _labels(self, trace: Trace) -> Published:
+        """The trace's service and agent, fixed when first published so all its series agree."""
+        if trace.emitted is None:
+            root = trace.root
+            agent = root.agent if root is not None and root.agent else None
+            if agent is None:
+                agent = next((s.agent for s in trace.steps if s.agent), None)
+            service = root.service if root is not None else trace.steps[0].service
+            trace.emitted = Published(service, agent or service)
+        return trace.emitted
+
+    def _increment(self, published: Published, findings: Iterable[Finding], waste: Waste) -> Increment:
+        modes = [MODES[f.code] for f in findings if f.code not in published.modes]
+        published.modes.update(m.code for m in modes)
+        old = published.waste
+        increment = Increment(published.service, published.agent, modes,
+                              _diff(waste.repeated_by_tool, old.repeated_by_tool),
+                              _diff(waste.tokens, old.tokens), _diff(waste.cost, old.cost))
+        published.waste = Waste(dict(waste.repeated_by_tool), dict(waste.tokens), dict(waste.cost))
+        return increment
+
+    def _waste(self, trace: Trace, findings: Iterable[Finding], waste: Waste | None = None) -> Waste:
+        waste = waste or Waste()
+        for f in findings:
+            if f.repeated:
+                waste.add(f.repeated, trace.llm_steps, self.pricer)
+        return waste
+
+    def _publish_live(self, trace: Trace, changed: list[Finding]) -> None:
+        published = self._labels(trace)
+        live = self._waste(trace, trace.classifier.findings.values(), published.live)  # only new steps
+        increment = self._increment(published, changed, live)
+        for exporter in self.exporters:
+            exporter.export_increment(increment)
+
+    def _complete(self, trace: Trace, reason: str) -> None:
+        started = time.perf_counter()
+        findings = self.engine.finish(trace)
+        published = self._labels(trace)
+        waste = self._waste(trace, findings.values())
+        increment = self._increment(published, findings.values(), waste)
+        verdict = self._verdict(trace, published, findings, waste, reason)
+        for exporter in self.exporters:
+            exporter.export_verdict(verdict, increment)
+        self.telemetry.trace_completed(reason, time.perf_counter() - started)
+
+    def _verdict(self, trace: Trace, published: Published, findings: dict[str, Finding], waste: Waste,
+                 reason: str) -> Verdict:
+        by_model: dict[tuple[str, str | None], list] = {}
+        tool_calls = 0
+        start = end = None
+        for s in trace.steps:
+            if s.kind is StepKind.LLM:
+                by_model.setdefault((s.model or "unknown", s.provider), []).append(s)
+            elif s.kind is StepKind.TOOL:
+                tool_calls += 1
+            start = s.start_ns if start is None or s.start_ns < start else start
+            end = s.end_ns if end is None or s.end_ns > end else end
+        tokens: dict[tuple[str, str], int] = {}
+        cost: dict[str, float] = {}
+        unpriced: dict[str, int] = {}
+        input_tokens = output_tokens = 0
+        for (model, provider), steps in by_model.items():
+            for s in steps:
+                input_tokens += s.input_tokens
+                output_tokens += s.output_tokens
+                for kind, n in s.tokens_by_type():
+                    if n:
+                        tokens[(model, kind)] = tokens.get((model, kind), 0) + n
+            price = self.pricer.cost(None if model == "unknown" else model, provider, steps)
+            if price is None:
+                unpriced[model] = unpriced.get(model, 0) + len(steps)
+            else:
+                cost[model] = cost.get(model, 0.0) + price
+        for model, n in unpriced.items():
+            self.telemetry.unpriced_calls(model, n)
+        return Verdict(
+            trace_id=trace.trace_id.hex(), service=published.service, agent=published.agent,
+            models=sorted({m for m, _ in by_model}), started_at_ns=start or 0, ended_at_ns=end or 0,
+            steps=len(trace.steps), llm_calls=sum(len(v) for v in by_model.values()), tool_calls=tool_calls,
+            input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=sum(cost.values()),
+            findings=findings, waste=waste, completion=reason, tokens=tokens, cost=cost, unpriced_calls=unpriced)

@@ -1,0 +1,53 @@
+"""OTLP/gRPC: opentelemetry.proto.collector.trace.v1.TraceService/Export."""
+
+from __future__ import annotations
+
+import logging
+from concurrent import futures
+
+import grpc
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import DecodeError
+from google.rpc.error_details_pb2 import RetryInfo
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from . import Counters, GrpcConfig, Sink, accept
+
+log = logging.getLogger(__name__)
+METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+
+class GrpcReceiver:
+    def __init__(self, config: GrpcConfig, sink: Sink, counters: Counters, retry_after: float = 1.0) -> None:
+        self.config = config
+        self.sink = sink
+        self.counters = counters
+        self._retry_info = RetryInfo(retry_delay=Duration(seconds=int(retry_after),
+                                                          nanos=int(retry_after % 1 * 1e9))).SerializeToString()
+        limit = config.max_recv_msg_size_mib * 1024 * 1024
+        pool = futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="otlp-grpc")
+        self.server = grpc.server(pool, options=[("grpc.max_receive_message_length", limit)])
+        handler = grpc.unary_unary_rpc_method_handler(self._export, request_deserializer=None,
+                                                      response_serializer=lambda m: m.SerializeToString())
+        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+            "opentelemetry.proto.collector.trace.v1.TraceService", {"Export": handler}),))
+        self.port = self.server.add_insecure_port(config.endpoint)
+
+    def _export(self, body: bytes, context: grpc.ServicerContext):
+        request = ExportTraceServiceRequest()
+        try:
+            request.ParseFromString(body)
+        except DecodeError as e:
+            self.counters.spans_rejected("malformed", 0)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {e}")
+        outcome = accept(request, self.sink, self.counters, "grpc")
+        if outcome.response is None:
+            context.set_trailing_metadata((("google.rpc.retryinfo-bin", self._retry_info),))
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "mastwatch queue is full, retry later")
+        return outcome.response
+
+    def start(self) -> None:
+        self.server.start()
+
+    def stop(self, grace: float = 5.0) -> None:
+        self.server.stop(grace).wait()

@@ -1,0 +1,140 @@
+"""OTLP/HTTP: POST /v1/traces with application/x-protobuf or application/json bodies, gzip or not."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import zlib
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from google.protobuf.message import DecodeError
+from google.rpc.status_pb2 import Status
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from . import Counters, HttpConfig, Sink, accept
+from .otlp_json import parse_request, to_json
+
+log = logging.getLogger(__name__)
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+TRACES_PATH = "/v1/traces"
+GRPC_INVALID_ARGUMENT = 3
+GRPC_RESOURCE_EXHAUSTED = 8
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
+    if encoding in ("", "identity"):
+        return body
+    if encoding not in ("gzip", "deflate"):
+        raise ValueError(f"unsupported Content-Encoding {encoding!r} (gzip, deflate or none)")
+    d = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
+    try:
+        out = d.decompress(body, limit + 1)
+    except zlib.error as e:
+        raise ValueError(f"bad {encoding} body: {e}") from e
+    if len(out) > limit:
+        raise _TooLarge()
+    return out
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: OtlpHttpServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+    def _reply(self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, http_status: int, grpc_code: int, message: str, content_type: str,
+               headers: dict[str, str] | None = None) -> None:
+        status = Status(code=grpc_code, message=message)
+        body = to_json(status).encode() if content_type == JSON else status.SerializeToString()
+        self._reply(http_status, body, content_type, headers)
+
+    def do_POST(self) -> None:
+        srv = self.server
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        reply_type = JSON if content_type == JSON else PROTOBUF
+        length = int(self.headers.get("Content-Length") or 0)
+        if self.path.split("?")[0] != TRACES_PATH:
+            self._drain(length)
+            self._error(404, 5, f"unknown path {self.path}; traces go to {TRACES_PATH}", reply_type)
+            return
+        if content_type not in (PROTOBUF, JSON):
+            self._drain(length)
+            self._error(415, GRPC_INVALID_ARGUMENT, f"unsupported Content-Type {content_type!r}; use {PROTOBUF} "
+                        f"or {JSON}", reply_type)
+            return
+        if length > srv.limit:
+            srv.counters.spans_rejected("too_large", 0)
+            self.close_connection = True
+            self._error(413, GRPC_INVALID_ARGUMENT, f"body of {length} bytes exceeds {srv.limit}", reply_type)
+            return
+        body = self.rfile.read(length)
+        try:
+            body = _decompress(body, (self.headers.get("Content-Encoding") or "").strip().lower(), srv.limit)
+            if content_type == JSON:
+                request = parse_request(body)
+            else:
+                request = ExportTraceServiceRequest()
+                request.ParseFromString(body)
+        except _TooLarge:
+            srv.counters.spans_rejected("too_large", 0)
+            self._error(413, GRPC_INVALID_ARGUMENT, f"decompressed body exceeds {srv.limit} bytes", reply_type)
+            return
+        except (ValueError, DecodeError) as e:
+            srv.counters.spans_rejected("malformed", 0)
+            self._error(400, GRPC_INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {e}", reply_type)
+            return
+        outcome = accept(request, srv.sink, srv.counters, "http")
+        if outcome.response is None:
+            self._error(429, GRPC_RESOURCE_EXHAUSTED, "mastwatch queue is full, retry later", reply_type,
+                        {"Retry-After": str(max(round(srv.retry_after), 1))})
+            return
+        body = to_json(outcome.response).encode() if reply_type == JSON else outcome.response.SerializeToString()
+        self._reply(200, body, reply_type)
+
+    def _drain(self, length: int) -> None:
+        if 0 < length <= self.server.limit:
+            self.rfile.read(length)
+        else:
+            self.close_connection = True
+
+    def do_GET(self) -> None:
+        self._reply(HTTPStatus.METHOD_NOT_ALLOWED, b"POST OTLP traces to /v1/traces\n", "text/plain")
+
+
+class OtlpHttpServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, config: HttpConfig, sink: Sink, counters: Counters, retry_after: float = 1.0) -> None:
+        host, _, port = config.endpoint.rpartition(":")
+        self.sink = sink
+        self.counters = counters
+        self.limit = config.max_request_body_mib * 1024 * 1024
+        self.retry_after = retry_after
+        super().__init__((host or "127.0.0.1", int(port)), _Handler)
+        self.port = self.server_address[1]
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.serve_forever, name="otlp-http", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()

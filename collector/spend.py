@@ -1,0 +1,154 @@
+"""Token spend and its price, from genai-prices.
+
+Prices are looked up once per model: for models with flat prices the library is asked for the price of
+each token type once and those rates are applied per trace; models with tiered (context-length) prices
+are priced call by call. Unknown models: tokens are counted, the cost is 0 and the call counts as unpriced.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from genai_prices import Usage, calc_price
+from genai_prices.types import TieredPrices
+
+from .steps import Step, StepKind, end_time
+
+log = logging.getLogger(__name__)
+MTOK = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """USD per token by type; `per_call` is a fixed fee per request."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+    per_call: float
+
+    def cost(self, input_tokens: int, output_tokens: int, cache_read: int, cache_write: int, calls: int) -> float:
+        uncached = max(input_tokens - cache_read - cache_write, 0)
+        return (uncached * self.input + output_tokens * self.output + cache_read * self.cache_read
+                + cache_write * self.cache_write + calls * self.per_call)
+
+
+@dataclass(slots=True)
+class _Model:
+    rates: Rates | None  # None: tiered, price each call
+    model_ref: str
+    provider: str | None
+
+
+class Pricer:
+    def __init__(self) -> None:
+        self._models: dict[tuple[str, str | None], _Model | None] = {}
+
+    def _resolve(self, model: str, provider: str | None) -> _Model | None:
+        key = (model, provider)
+        if key in self._models:
+            return self._models[key]
+        resolved: _Model | None = None
+        try:
+            base = calc_price(Usage(), model_ref=model, provider_id=provider)
+        except LookupError:
+            try:  # the provider name in spans may not be genai-prices' provider id
+                base = calc_price(Usage(), model_ref=model)
+                provider = None
+            except LookupError:
+                base = None
+        if base is not None:
+            mp = base.model_price
+            if any(isinstance(getattr(mp, name, None), TieredPrices) for name in
+                   ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok")):
+                resolved = _Model(None, model, provider)
+            else:
+                def rate(**tokens: int) -> float:
+                    price = calc_price(Usage(**tokens), model_ref=model, provider_id=provider).total_price
+                    return float(price - base.total_price) / MTOK
+
+                resolved = _Model(Rates(
+                    input=rate(input_tokens=MTOK), output=rate(output_tokens=MTOK),
+                    cache_read=rate(input_tokens=MTOK, cache_read_tokens=MTOK),
+                    cache_write=rate(input_tokens=MTOK, cache_write_tokens=MTOK),
+                    per_call=float(base.total_price)), model, provider)
+        else:
+            log.info("no price known for model %r (provider %r): counted as unpriced", model, provider)
+        self._models[key] = resolved
+        return resolved
+
+    def cost(self, model: str | None, provider: str | None, steps: Iterable[Step]) -> float | None:
+        """Price of these inference calls of one model; None when the model has no known price."""
+        resolved = self._resolve(model, provider) if model else None
+        if resolved is None:
+            return None
+        if resolved.rates is not None:
+            i = o = cr = cw = n = 0
+            for s in steps:
+                i += s.input_tokens
+                o += s.output_tokens
+                cr += s.cache_read_tokens
+                cw += s.cache_write_tokens
+                n += 1
+            return resolved.rates.cost(i, o, cr, cw, n)
+        return sum(float(calc_price(Usage(input_tokens=s.input_tokens, output_tokens=s.output_tokens,
+                                          cache_read_tokens=s.cache_read_tokens,
+                                          cache_write_tokens=s.cache_write_tokens),
+                                    model_ref=resolved.model_ref, provider_id=resolved.provider).total_price)
+                   for s in steps)
+
+
+def producer(step: Step, llm_steps: list[Step]) -> Step | None:
+    """The model call that produced a step: itself for an inference, for a tool call the latest
+    inference that ended before it started (`llm_steps` is in end order), preferring the same parent."""
+    if step.kind is StepKind.LLM:
+        return step
+    i = bisect.bisect_right(llm_steps, step.start_ns, key=end_time)
+    if i == 0:
+        return None
+    best = llm_steps[i - 1]
+    for llm in reversed(llm_steps[max(i - 8, 0):i - 1]):
+        if llm.parent_span_id == step.parent_span_id and best.parent_span_id != step.parent_span_id:
+            best = llm
+            break
+    return best
+
+
+@dataclass
+class Waste:
+    """What repeated steps burnt: counts by tool, tokens by (model, type), cost by model."""
+
+    repeated_by_tool: dict[str, int] = field(default_factory=dict)
+    tokens: dict[tuple[str, str], int] = field(default_factory=dict)
+    cost: dict[str, float] = field(default_factory=dict)
+    producers: set[bytes] = field(default_factory=set)
+    accounted: int = 0  # how many of the detector's repeated steps are included
+
+    @property
+    def repeated_steps(self) -> int:
+        return sum(self.repeated_by_tool.values())
+
+    def token_total(self, kind: str) -> int:
+        return sum(v for (_, t), v in self.tokens.items() if t == kind)
+
+    def add(self, repeated: list[Step], llm_steps: list[Step], pricer: Pricer) -> None:
+        """Account for the repeated steps not yet accounted (the list only grows)."""
+        for step in repeated[self.accounted:]:
+            tool = step.tool if step.tool is not None else "(model output)"
+            self.repeated_by_tool[tool] = self.repeated_by_tool.get(tool, 0) + 1
+            llm = producer(step, llm_steps)
+            if llm is None or llm.span_id in self.producers:
+                continue
+            self.producers.add(llm.span_id)
+            model = llm.model or "unknown"
+            for kind, n in llm.tokens_by_type():
+                if n:
+                    self.tokens[(model, kind)] = self.tokens.get((model, kind), 0) + n
+            price = pricer.cost(llm.model, llm.provider, (llm,))
+            if price:
+                self.cost[model] = self.cost.get(model, 0.0) + price
+        self.accounted = len(repeated)

@@ -1,0 +1,76 @@
+"""The unit everything downstream of normalisation works on: one agent step per span."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class StepKind(enum.IntEnum):
+    LLM = 1  # one model inference call
+    TOOL = 2  # one tool execution
+    AGENT = 3  # an agent / workflow invocation wrapping other steps
+    OTHER = 4
+
+
+@dataclass(slots=True)
+class Step:
+    """A normalised span. Content is only ever kept as a fingerprint or a short preview."""
+
+    trace_id: bytes
+    span_id: bytes
+    parent_span_id: bytes
+    kind: StepKind
+    name: str
+    start_ns: int
+    end_ns: int
+    service: str
+    agent: str | None = None  # explicit agent name on this span, if any
+    model: str | None = None
+    provider: str | None = None
+    tool: str | None = None
+    tool_call_id: str | None = None
+    args_fingerprint: int | None = None  # tool arguments, canonical JSON, hashed
+    args_preview: str | None = None
+    result_fingerprint: int | None = None
+    output_fingerprint: int | None = None  # model output (text and tool calls), hashed
+    output_chars: int = 0
+    output_preview: str | None = None
+    error: bool = False
+    error_type: str | None = None
+    finish_reasons: tuple[str, ...] = ()
+    input_tokens: int = 0  # all input tokens, cache reads and writes included
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    conversation_id: str | None = None
+
+    @property
+    def span_hex(self) -> str:
+        return self.span_id.hex()
+
+    @property
+    def is_root(self) -> bool:
+        return not self.parent_span_id
+
+    def tokens_by_type(self) -> tuple[tuple[str, int], ...]:
+        """Tokens kept apart by type; "input" is the uncached part, so the four add up to all tokens."""
+        cached = self.cache_read_tokens + self.cache_write_tokens
+        return (("input", max(self.input_tokens - cached, 0)), ("output", self.output_tokens),
+                ("cache_read", self.cache_read_tokens), ("cache_write", self.cache_write_tokens))
+
+
+def end_time(step: Step) -> int:
+    return step.end_ns
+
+
+@dataclass(slots=True)
+class Finding:
+    """One failure mode shown by one trace, with the span ids that show it."""
+
+    code: str
+    confidence: float
+    evidence: list[bytes]
+    reason: str
+    basis: str = "structure"  # structure | content | judge
+    repeated: list[Step] = field(default_factory=list)  # the redundant steps (FM-1.3 spend)

@@ -1,0 +1,68 @@
+"""The verdict on one trace: the JSON contract that replay prints and the store and metrics build on."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .classify.modes import MODES
+from .spend import Waste
+from .steps import Finding
+
+
+def rfc3339(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="microseconds").replace(
+        "+00:00", "Z")
+
+
+@dataclass
+class Verdict:
+    trace_id: str
+    service: str
+    agent: str
+    models: list[str]
+    started_at_ns: int
+    ended_at_ns: int
+    steps: int
+    llm_calls: int
+    tool_calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    findings: dict[str, Finding]
+    waste: Waste
+    completion: str = "complete"  # why the trace was released (see assemble)
+    tokens: dict[tuple[str, str], int] = field(default_factory=dict)  # (model, type) -> tokens
+    cost: dict[str, float] = field(default_factory=dict)  # model -> USD
+    unpriced_calls: dict[str, int] = field(default_factory=dict)  # model -> inference calls
+
+    @property
+    def wasted_cost_usd(self) -> float:
+        return sum(self.waste.cost.values())
+
+    def failure_modes(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        for code, f in sorted(self.findings.items()):
+            mode = MODES[code]
+            out[code] = {"name": mode.name, "category": mode.category, "confidence": round(f.confidence, 3),
+                         "evidence": [e.hex() for e in f.evidence], "reason": f.reason, "basis": f.basis}
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "trace_id": self.trace_id, "service": self.service, "agent": self.agent, "models": self.models,
+            "started_at": rfc3339(self.started_at_ns), "ended_at": rfc3339(self.ended_at_ns),
+            "steps": self.steps, "llm_calls": self.llm_calls, "tool_calls": self.tool_calls,
+            "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+            "cost_usd": round(self.cost_usd, 8), "failure_modes": self.failure_modes(),
+            "repeated_steps": self.waste.repeated_steps,
+            "wasted_input_tokens": self.waste.token_total("input") + self.waste.token_total("cache_read")
+            + self.waste.token_total("cache_write"),
+            "wasted_output_tokens": self.waste.token_total("output"),
+            "wasted_cost_usd": round(self.wasted_cost_usd, 8),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)

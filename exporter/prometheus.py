@@ -1,0 +1,172 @@
+"""Prometheus exporter: the mast_* series (failure modes, tokens, spend, waste) and mastwatch_* self-metrics,
+served in the Prometheus exposition format by prometheus-client.
+
+Label values that come from spans (service, agent, model, tool) are untrusted: each label keeps at most
+`max_label_values` distinct values, later ones are reported as `other` (and counted).
+"""
+
+from __future__ import annotations
+
+import threading
+from wsgiref.simple_server import WSGIServer
+
+from mastwatch.collector.processor import Increment
+from mastwatch.collector.verdict import Verdict
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from pydantic import BaseModel, ConfigDict, Field
+
+OVERFLOW = "other"
+
+
+class PrometheusExporterConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    endpoint: str = Field("127.0.0.1:9464", description="host:port serving /metrics")
+    max_label_values: int = Field(200, ge=1, description="distinct values per span-derived label")
+
+
+class LabelLimiter:
+    """First come, first kept: at most `limit` distinct values per label name."""
+
+    def __init__(self, limit: int, on_overflow) -> None:
+        self.limit = limit
+        self._seen: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+        self._on_overflow = on_overflow
+
+    def __call__(self, label: str, value: str) -> str:
+        seen = self._seen.get(label)
+        if seen is not None and value in seen:
+            return value
+        with self._lock:
+            seen = self._seen.setdefault(label, set())
+            if value in seen:
+                return value
+            if len(seen) < self.limit:
+                seen.add(value)
+                return value
+        self._on_overflow(label)
+        return OVERFLOW
+
+
+class SelfMetrics:
+    """mastwatch_*: what the pipeline itself is doing."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.received = Counter("mastwatch_spans_received", "Spans received by the OTLP receivers",
+                                ["protocol"], registry=r)
+        self.rejected = Counter("mastwatch_spans_rejected", "Spans rejected, by reason", ["reason"], registry=r)
+        self.processed = Counter("mastwatch_spans_processed", "Spans normalised and classified", registry=r)
+        self.late = Counter("mastwatch_late_spans", "Spans that arrived after their trace was classified "
+                            "(dropped)", registry=r)
+        self.completed = Counter("mastwatch_traces_completed", "Traces classified, by why they were "
+                                 "released (complete, max_spans, max_age, evicted, shutdown)", ["reason"], registry=r)
+        self.evicted = Counter("mastwatch_traces_evicted", "Traces classified early because max_traces were "
+                               "in flight", registry=r)
+        self.in_flight = Gauge("mastwatch_traces_in_flight", "Traces being assembled", registry=r)
+        self.buffered = Gauge("mastwatch_spans_buffered", "Spans held in traces being assembled", registry=r)
+        self.queued = Gauge("mastwatch_queue_spans", "Spans accepted and waiting to be processed", registry=r)
+        self.latency = Histogram("mastwatch_classification_latency_seconds", "Time to classify a completed "
+                                 "trace and hand it to the exporters", registry=r,
+                                 buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                          0.25, 1.0))
+        self.detector_errors = Counter("mastwatch_detector_errors", "Detector failures (the detector is "
+                                       "switched off for that trace)", ["failure_mode"], registry=r)
+        self.unpriced = Counter("mastwatch_unpriced_llm_calls", "Inference calls of models with no known "
+                                "price (cost counted as 0)", ["model"], registry=r)
+        self.label_overflow = Counter("mastwatch_label_overflow", "Label values replaced by 'other' "
+                                      "(max_label_values reached)", ["label"], registry=r)
+        self.store_rows = Counter("mastwatch_store_rows_written", "Rows written to the store", ["table"],
+                                  registry=r)
+        self.store_errors = Counter("mastwatch_store_errors", "Failed store writes (retried)", registry=r)
+        self.limit = lambda label, value: value  # replaced by the exporter's LabelLimiter
+
+    # Telemetry protocol of the processor
+    def spans_processed(self, n: int) -> None:
+        self.processed.inc(n)
+
+    def spans_rejected(self, reason: str, n: int) -> None:
+        self.rejected.labels(reason).inc(n)
+
+    def late_spans(self, n: int) -> None:
+        self.late.inc(n)
+
+    def trace_completed(self, reason: str, seconds: float) -> None:
+        self.completed.labels(reason).inc()
+        if reason == "evicted":
+            self.evicted.inc()
+        self.latency.observe(seconds)
+
+    def detector_failed(self, code: str) -> None:
+        self.detector_errors.labels(code).inc()
+
+    def unpriced_calls(self, model: str, n: int) -> None:
+        self.unpriced.labels(self.limit("model", model)).inc(n)
+
+    def state(self, traces: int, spans: int, queued: int) -> None:
+        self.in_flight.set(traces)
+        self.buffered.set(spans)
+        self.queued.set(queued)
+
+
+class PrometheusExporter:
+    """mast_*: what the agents are doing. Implements the processor's Exporter protocol."""
+
+    def __init__(self, config: PrometheusExporterConfig, registry: CollectorRegistry | None = None) -> None:
+        self.config = config
+        self.registry = registry = registry or CollectorRegistry()
+        self.self_metrics = SelfMetrics(registry)
+        self.limit = LabelLimiter(config.max_label_values, lambda label: self.self_metrics.label_overflow.labels(
+            label).inc())
+        self.self_metrics.limit = self.limit
+        r = registry
+        self.traces = Counter("mast_traces", "Agent traces classified", ["service", "agent"], registry=r)
+        self.mode_traces = Counter("mast_failure_mode_traces", "Traces showing a MAST failure mode (counted "
+                                   "once per trace, when first detected, possibly while the run goes on)",
+                                   ["service", "agent", "failure_mode", "category"], registry=r)
+        self.tokens = Counter("mast_tokens", "Tokens of inference calls, by type (input excludes cached "
+                              "input; input+output+cache_read+cache_write is the total)",
+                              ["service", "agent", "model", "type"], registry=r)
+        self.cost = Counter("mast_cost_usd", "Inference spend in USD (genai-prices)", ["service", "agent", "model"],
+                            registry=r)
+        self.repeated = Counter("mast_repeated_steps", "Steps that repeated an already completed step (FM-1.3)",
+                                ["service", "agent", "tool"], registry=r)
+        self.wasted_tokens = Counter("mast_wasted_tokens", "Tokens of the model calls that produced repeated "
+                                     "steps, by type", ["service", "agent", "model", "type"], registry=r)
+        self.wasted_cost = Counter("mast_wasted_cost_usd", "USD spent on the model calls that produced "
+                                   "repeated steps", ["service", "agent", "model"], registry=r)
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> tuple[str, int]:
+        host, _, port = self.config.endpoint.rpartition(":")
+        self._server, self._thread = start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)
+        return self._server.server_address[:2]
+
+    def export_increment(self, inc: Increment) -> None:
+        limit = self.limit
+        service, agent = limit("service", inc.service), limit("agent", inc.agent)
+        for mode in inc.modes:
+            self.mode_traces.labels(service, agent, mode.code, mode.category).inc()
+        for tool, n in inc.repeated_by_tool.items():
+            self.repeated.labels(service, agent, limit("tool", tool)).inc(n)
+        for (model, kind), n in inc.wasted_tokens.items():
+            self.wasted_tokens.labels(service, agent, limit("model", model), kind).inc(n)
+        for model, usd in inc.wasted_cost.items():
+            self.wasted_cost.labels(service, agent, limit("model", model)).inc(usd)
+
+    def export_verdict(self, verdict: Verdict, inc: Increment) -> None:
+        self.export_increment(inc)
+        limit = self.limit
+        service, agent = limit("service", verdict.service), limit("agent", verdict.agent)
+        self.traces.labels(service, agent).inc()
+        for (model, kind), n in verdict.tokens.items():
+            self.tokens.labels(service, agent, limit("model", model), kind).inc(n)
+        for model, usd in verdict.cost.items():
+            self.cost.labels(service, agent, limit("model", model)).inc(usd)
+
+    def shutdown(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

@@ -1,0 +1,155 @@
+"""The store exporter: verdicts and findings as ClickHouse rows, written in batches by a background thread.
+
+The default engine is embedded chDB in a directory. Failed writes are retried with backoff while rows
+wait in a bounded queue; when it is full the oldest rows are dropped and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from typing import Any, Literal
+
+from mastwatch.collector.classify.modes import MODES
+from mastwatch.collector.processor import Increment
+from mastwatch.collector.verdict import Verdict, rfc3339
+from pydantic import BaseModel, ConfigDict, Field
+
+from mastwatch.durations import Duration
+
+from .schema import FINDINGS, TRACES, ddl
+
+log = logging.getLogger(__name__)
+
+
+class StoreConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+    engine: Literal["chdb"] = Field("chdb", description="chdb: embedded ClickHouse in `path`")
+    path: str = Field("./mastwatch-data", description="chDB data directory")
+    database: str = Field("mastwatch", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    batch_rows: int = Field(5000, ge=1, description="rows per insert")
+    flush_interval: Duration = Field(1.0, gt=0, description="longest a row waits before it is written")
+    max_queued_rows: int = Field(1_000_000, ge=1, description="rows held while the store fails")
+
+
+def trace_row(v: Verdict) -> dict[str, Any]:
+    d = v.to_dict()
+    return {
+        "trace_id": v.trace_id, "service": v.service, "agent": v.agent, "models": v.models,
+        "started_at": d["started_at"], "ended_at": d["ended_at"], "completion": v.completion,
+        "steps": v.steps, "llm_calls": v.llm_calls, "tool_calls": v.tool_calls,
+        "input_tokens": v.input_tokens, "output_tokens": v.output_tokens, "cost_usd": v.cost_usd,
+        "failure_modes": sorted(v.findings), "repeated_steps": d["repeated_steps"],
+        "wasted_input_tokens": d["wasted_input_tokens"], "wasted_output_tokens": d["wasted_output_tokens"],
+        "wasted_cost_usd": v.wasted_cost_usd, "verdict": v.to_json(),
+    }
+
+
+def finding_rows(v: Verdict) -> list[dict[str, Any]]:
+    started = rfc3339(v.started_at_ns)
+    return [{"trace_id": v.trace_id, "service": v.service, "agent": v.agent, "started_at": started,
+             "failure_mode": code, "category": MODES[code].category, "name": MODES[code].name,
+             "confidence": f.confidence, "basis": f.basis, "evidence": [e.hex() for e in f.evidence],
+             "reason": f.reason} for code, f in sorted(v.findings.items())]
+
+
+class StoreExporter:
+    """Implements the processor's Exporter protocol."""
+
+    def __init__(self, config: StoreConfig, telemetry: Any = None) -> None:
+        from .chdb_engine import ChdbEngine
+
+        self.config = config
+        self.telemetry = telemetry
+        self.engine = ChdbEngine(config.path)
+        for statement in ddl(config.database):
+            self.engine.command(statement)
+        self._pending: deque[tuple[str, dict[str, Any]]] = deque()
+        self._cond = threading.Condition()
+        self._stop = False
+        self.dropped = 0
+        self._inflight = 0
+        self._thread = threading.Thread(target=self._run, name="mastwatch-store", daemon=True)
+        self._thread.start()
+
+    def table(self, name: str) -> str:
+        return f"{self.config.database}.{name}"
+
+    def export_increment(self, increment: Increment) -> None:
+        pass  # rows are written per verdict
+
+    def export_verdict(self, verdict: Verdict, increment: Increment) -> None:
+        rows = [(TRACES, trace_row(verdict))] + [(FINDINGS, r) for r in finding_rows(verdict)]
+        with self._cond:
+            self._pending.extend(rows)
+            overflow = len(self._pending) - self.config.max_queued_rows
+            for _ in range(max(overflow, 0)):
+                self._pending.popleft()
+                self.dropped += 1
+            if len(self._pending) >= self.config.batch_rows:
+                self._cond.notify()
+
+    def _take(self) -> list[tuple[str, dict[str, Any]]]:
+        n = min(len(self._pending), self.config.batch_rows)
+        return [self._pending.popleft() for _ in range(n)]
+
+    def _write(self, batch: list[tuple[str, dict[str, Any]]]) -> None:
+        by_table: dict[str, list[dict[str, Any]]] = {}
+        for table, row in batch:
+            by_table.setdefault(table, []).append(row)
+        for table, rows in by_table.items():
+            self.engine.insert(self.table(table), rows)
+            if self.telemetry is not None:
+                self.telemetry.store_rows.labels(table).inc(len(rows))
+
+    def _run(self) -> None:
+        backoff = 0.0
+        while True:
+            with self._cond:
+                if backoff or (not self._stop and len(self._pending) < self.config.batch_rows):
+                    self._cond.wait(backoff or self.config.flush_interval)
+                batch = self._take()
+                self._inflight = len(batch)
+                stopping = self._stop
+            try:
+                if batch:
+                    self._write(batch)
+                backoff = 0.0
+            except Exception:
+                log.exception("store write of %d rows failed; retrying", len(batch))
+                if self.telemetry is not None:
+                    self.telemetry.store_errors.inc()
+                with self._cond:
+                    self._pending.extendleft(reversed(batch))
+                backoff = min(max(backoff * 2, 0.5), 30.0)
+                if stopping:
+                    return  # rows still queued are lost at exit; the durable queue is the store's next step
+            finally:
+                with self._cond:
+                    self._inflight = 0
+                    self._cond.notify_all()
+            if stopping and not self._pending:
+                return
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Write everything queued now; True when all of it was written."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._cond.notify_all()
+            while (self._pending or self._inflight) and time.monotonic() < deadline:
+                self._cond.notify_all()
+                self._cond.wait(0.05)
+            return not (self._pending or self._inflight)
+
+    def query(self, sql: str) -> list[dict[str, Any]]:
+        return self.engine.query(sql)
+
+    def shutdown(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        self._thread.join(60)
+        self.engine.close()

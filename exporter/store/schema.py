@@ -1,0 +1,53 @@
+"""ClickHouse tables of verdicts and findings. Trace ids are lowercase hex, as in the `otel_traces` table
+of the OpenTelemetry Collector's ClickHouse exporter (TraceId), so the two join."""
+
+from __future__ import annotations
+
+TRACES = "mast_traces"
+FINDINGS = "mast_findings"
+
+
+def ddl(database: str) -> list[str]:
+    return [
+        f"CREATE DATABASE IF NOT EXISTS {database}",
+        f"""CREATE TABLE IF NOT EXISTS {database}.{TRACES} (
+    trace_id String CODEC(ZSTD(1)),
+    service LowCardinality(String),
+    agent LowCardinality(String),
+    models Array(LowCardinality(String)),
+    started_at DateTime64(9, 'UTC') CODEC(Delta(8), ZSTD(1)),
+    ended_at DateTime64(9, 'UTC') CODEC(Delta(8), ZSTD(1)),
+    completion LowCardinality(String),
+    steps UInt32,
+    llm_calls UInt32,
+    tool_calls UInt32,
+    input_tokens UInt64,
+    output_tokens UInt64,
+    cost_usd Float64,
+    failure_modes Array(LowCardinality(String)),
+    repeated_steps UInt32,
+    wasted_input_tokens UInt64,
+    wasted_output_tokens UInt64,
+    wasted_cost_usd Float64,
+    verdict String CODEC(ZSTD(3)),
+    INDEX idx_trace_id trace_id TYPE bloom_filter(0.001) GRANULARITY 1
+) ENGINE = MergeTree
+PARTITION BY toDate(started_at)
+ORDER BY (service, agent, started_at)""",
+        f"""CREATE TABLE IF NOT EXISTS {database}.{FINDINGS} (
+    trace_id String CODEC(ZSTD(1)),
+    service LowCardinality(String),
+    agent LowCardinality(String),
+    started_at DateTime64(9, 'UTC') CODEC(Delta(8), ZSTD(1)),
+    failure_mode LowCardinality(String),
+    category LowCardinality(String),
+    name LowCardinality(String),
+    confidence Float32,
+    basis LowCardinality(String),
+    evidence Array(String),
+    reason String CODEC(ZSTD(3)),
+    INDEX idx_trace_id trace_id TYPE bloom_filter(0.001) GRANULARITY 1
+) ENGINE = MergeTree
+PARTITION BY toDate(started_at)
+ORDER BY (failure_mode, service, agent, started_at)""",
+    ]

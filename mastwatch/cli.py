@@ -1,0 +1,157 @@
+"""mastwatch serve | replay | demo."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from mastwatch import __version__
+from mastwatch.config import Config, ConfigError, load, set_overrides
+
+log = logging.getLogger("mastwatch")
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", "-c", help="YAML configuration file (default: $MASTWATCH_CONFIG)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one setting, e.g. --set processor.decision_wait=10s (repeatable)")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+
+def _server_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--grpc-endpoint", help="OTLP gRPC host:port (receiver.grpc.endpoint)")
+    parser.add_argument("--http-endpoint", help="OTLP HTTP host:port (receiver.http.endpoint)")
+    parser.add_argument("--metrics-endpoint", help="Prometheus host:port (exporters.prometheus.endpoint)")
+    parser.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
+    parser.add_argument("--no-store", action="store_true", help="do not write rows (exporters.store.enabled=false)")
+
+
+def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    doc = set_overrides(args.set)
+    pairs = [("grpc_endpoint", ("receiver", "grpc", "endpoint")), ("http_endpoint", ("receiver", "http", "endpoint")),
+             ("metrics_endpoint", ("exporters", "prometheus", "endpoint")),
+             ("store_path", ("exporters", "store", "path"))]
+    for attr, path in pairs:
+        value = getattr(args, attr, None)
+        if value is not None:
+            node = doc
+            for key in path[:-1]:
+                node = node.setdefault(key, {})
+            node[path[-1]] = value
+    if getattr(args, "no_store", False):
+        doc.setdefault("exporters", {}).setdefault("store", {})["enabled"] = False
+    return doc
+
+
+def _serve(config: Config, until: threading.Event) -> int:
+    from mastwatch.service import Service
+
+    service = Service(config)
+    service.start()
+    try:
+        until.wait()
+    finally:
+        service.stop()
+    return 0
+
+
+def _stop_on_signals(event: threading.Event) -> None:
+    def handler(signum: int, frame: Any) -> None:
+        log.info("received %s: classifying buffered traces and flushing", signal.Signals(signum).name)
+        event.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def cmd_serve(args: argparse.Namespace, config: Config) -> int:
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    return _serve(config, stop)
+
+
+def cmd_demo(args: argparse.Namespace, config: Config) -> int:
+    from mastwatch.demo import run_fleet
+    from mastwatch.service import Service
+
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    service = Service(config)
+    service.start()
+    grpc_endpoint = f"{config.receiver.grpc.endpoint.rpartition(':')[0]}:{service.grpc.port}"
+    http_endpoint = f"{config.receiver.http.endpoint.rpartition(':')[0]}:{service.http.port}"
+    host, port = service.metrics_address
+    print(f"mastwatch demo: simulated agents are sending OTLP to {grpc_endpoint} (gRPC) and {http_endpoint} "
+          f"(HTTP).\n  metrics: http://{host}:{port}/metrics   store: {config.exporters.store.path}\n"
+          "  Ctrl-C stops.", flush=True)
+    if args.duration:
+        threading.Timer(args.duration, stop.set).start()
+    fleet = threading.Thread(target=run_fleet, args=(grpc_endpoint, http_endpoint, stop),
+                             kwargs={"pace": args.pace}, daemon=True)
+    fleet.start()
+    started = time.monotonic()
+    try:
+        while not stop.wait(15):
+            if service.store is not None:
+                rows = service.store.query(
+                    f"SELECT count() AS traces, countIf(notEmpty(failure_modes)) AS failing, "
+                    f"round(sum(wasted_cost_usd), 4) AS wasted_usd FROM {service.store.table('mast_traces')}")
+                print(f"  [{time.monotonic() - started:5.0f}s] stored: {rows[0]}", flush=True)
+    finally:
+        stop.set()
+        fleet.join(30)
+        service.stop()
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace, config: Config) -> int:
+    from mastwatch.replay import main_replay
+
+    store = None
+    if args.store:
+        from mastwatch.exporter.store import StoreExporter
+
+        store = StoreExporter(config.exporters.store.model_copy(update={"path": args.store}))
+    return main_replay(args.files, store, config.processor)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mastwatch", description="MAST failure modes and repeated-step spend "
+                                     "for LLM-agent OpenTelemetry traces")
+    parser.add_argument("--version", action="version", version=f"mastwatch {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="receive OTLP, classify, export to Prometheus and the store")
+    _common(serve)
+    _server_flags(serve)
+    replay = sub.add_parser("replay", help="classify captured OTLP files; one JSON verdict per trace on stdout")
+    _common(replay)
+    replay.add_argument("files", nargs="+", help="OTLP/JSON lines or OTLP protobuf files")
+    replay.add_argument("--store", metavar="DIR", help="also write the verdicts to a chDB store in DIR")
+    demo = sub.add_parser("demo", help="serve, with a fleet of simulated agents sending OTLP")
+    _common(demo)
+    _server_flags(demo)
+    demo.add_argument("--duration", type=float, default=0, help="stop after this many seconds (default: never)")
+    demo.add_argument("--pace", type=float, default=0.3, help="seconds per simulated agent step")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    try:
+        config = load(args.config, _flag_overrides(args))
+    except ConfigError as e:
+        print(f"mastwatch: {e}", file=sys.stderr)
+        return 2
+    commands = {"serve": cmd_serve, "replay": cmd_replay, "demo": cmd_demo}
+    return commands[args.command](args, config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

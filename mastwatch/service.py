@@ -1,0 +1,69 @@
+"""The running server: OTLP receivers -> processor -> Prometheus and store exporters."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from mastwatch.collector.processor import Processor
+from mastwatch.collector.receiver.grpc_server import GrpcReceiver
+from mastwatch.collector.receiver.http_server import OtlpHttpServer
+from mastwatch.config import Config
+from mastwatch.exporter.prometheus import PrometheusExporter
+from mastwatch.exporter.store import StoreExporter
+
+log = logging.getLogger(__name__)
+
+
+class _ReceiverCounters:
+    def __init__(self, metrics) -> None:
+        self.metrics = metrics
+
+    def spans_received(self, protocol: str, n: int) -> None:
+        if n:
+            self.metrics.received.labels(protocol).inc(n)
+
+    def spans_rejected(self, reason: str, n: int) -> None:
+        self.metrics.rejected.labels(reason).inc(n)
+        if reason == "malformed" or reason == "too_large":
+            self.metrics.requests_rejected.labels(reason).inc()
+
+
+class Service:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.prometheus = PrometheusExporter(config.exporters.prometheus)
+        telemetry = self.prometheus.self_metrics
+        self.store = StoreExporter(config.exporters.store, telemetry) if config.exporters.store.enabled else None
+        exporters = [self.prometheus] + ([self.store] if self.store else [])
+        self.processor = Processor(config.processor, exporters, telemetry)
+        counters = _ReceiverCounters(telemetry)
+        r = config.receiver
+        self.grpc = GrpcReceiver(r.grpc, self.processor, counters, r.retry_after) if r.grpc.enabled else None
+        self.http = OtlpHttpServer(r.http, self.processor, counters, r.retry_after) if r.http.enabled else None
+        self.metrics_address: tuple[str, int] | None = None
+        self._stopped = threading.Event()
+
+    def start(self) -> None:
+        self.metrics_address = self.prometheus.start()
+        self.processor.start()
+        if self.grpc:
+            self.grpc.start()
+        if self.http:
+            self.http.start()
+        log.info("mastwatch listening: OTLP gRPC %s, OTLP HTTP %s, metrics http://%s:%d/metrics",
+                 f"{self.config.receiver.grpc.endpoint.rpartition(':')[0]}:{self.grpc.port}" if self.grpc else "off",
+                 f"{self.config.receiver.http.endpoint.rpartition(':')[0]}:{self.http.port}" if self.http else "off",
+                 *self.metrics_address)
+
+    def stop(self) -> None:
+        """Graceful: stop receiving, classify everything buffered, flush the store, stop serving metrics."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        if self.grpc:
+            self.grpc.stop()
+        if self.http:
+            self.http.stop()
+        self.processor.shutdown()
+        log.info("mastwatch stopped")
