@@ -111,7 +111,8 @@ class Processor:
     def submit(self, request: ExportTraceServiceRequest, spans: int) -> bool:
         """Queue a validated request; False when the queue is full (the caller signals backpressure)."""
         with self._queue_lock:
-            if self._stopping or self._queued_spans + spans > self.config.queue_spans:
+            # a request larger than the whole queue is taken when the queue is empty, never refused forever
+            if self._stopping or (self._queued_spans and self._queued_spans + spans > self.config.queue_spans):
                 return False
             self._queued_spans += spans
         self._queue.put(request)

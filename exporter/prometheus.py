@@ -55,7 +55,10 @@ class SelfMetrics:
         r = registry
         self.received = Counter("mastwatch_spans_received", "Spans received by the OTLP receivers",
                                 ["protocol"], registry=r)
-        self.rejected = Counter("mastwatch_spans_rejected", "Spans rejected, by reason", ["reason"], registry=r)
+        self.rejected = Counter("mastwatch_spans_rejected", "Spans rejected, by reason (invalid_id, queue_full)",
+                                ["reason"], registry=r)
+        self.requests_rejected = Counter("mastwatch_requests_rejected", "Whole OTLP requests refused, by reason "
+                                         "(malformed, too_large)", ["reason"], registry=r)
         self.processed = Counter("mastwatch_spans_processed", "Spans normalised and classified", registry=r)
         self.late = Counter("mastwatch_late_spans", "Spans that arrived after their trace was classified "
                             "(dropped)", registry=r)
@@ -81,7 +84,14 @@ class SelfMetrics:
         self.store_errors = Counter("mastwatch_store_errors", "Failed store writes (retried)", registry=r)
         self.limit = lambda label, value: value  # replaced by the exporter's LabelLimiter
 
-    # Telemetry protocol of the processor
+    # the receiver's Counters and the processor's Telemetry protocols
+    def spans_received(self, protocol: str, n: int) -> None:
+        if n:
+            self.received.labels(protocol).inc(n)
+
+    def request_rejected(self, reason: str) -> None:
+        self.requests_rejected.labels(reason).inc()
+
     def spans_processed(self, n: int) -> None:
         self.processed.inc(n)
 

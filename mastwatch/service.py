@@ -15,20 +15,6 @@ from mastwatch.exporter.store import StoreExporter
 log = logging.getLogger(__name__)
 
 
-class _ReceiverCounters:
-    def __init__(self, metrics) -> None:
-        self.metrics = metrics
-
-    def spans_received(self, protocol: str, n: int) -> None:
-        if n:
-            self.metrics.received.labels(protocol).inc(n)
-
-    def spans_rejected(self, reason: str, n: int) -> None:
-        self.metrics.rejected.labels(reason).inc(n)
-        if reason == "malformed" or reason == "too_large":
-            self.metrics.requests_rejected.labels(reason).inc()
-
-
 class Service:
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -37,10 +23,9 @@ class Service:
         self.store = StoreExporter(config.exporters.store, telemetry) if config.exporters.store.enabled else None
         exporters = [self.prometheus] + ([self.store] if self.store else [])
         self.processor = Processor(config.processor, exporters, telemetry)
-        counters = _ReceiverCounters(telemetry)
         r = config.receiver
-        self.grpc = GrpcReceiver(r.grpc, self.processor, counters, r.retry_after) if r.grpc.enabled else None
-        self.http = OtlpHttpServer(r.http, self.processor, counters, r.retry_after) if r.http.enabled else None
+        self.grpc = GrpcReceiver(r.grpc, self.processor, telemetry, r.retry_after) if r.grpc.enabled else None
+        self.http = OtlpHttpServer(r.http, self.processor, telemetry, r.retry_after) if r.http.enabled else None
         self.metrics_address: tuple[str, int] | None = None
         self._stopped = threading.Event()
 

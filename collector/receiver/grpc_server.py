@@ -38,7 +38,7 @@ class GrpcReceiver:
         try:
             request.ParseFromString(body)
         except DecodeError as e:
-            self.counters.spans_rejected("malformed", 0)
+            self.counters.request_rejected("malformed")
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {e}")
         outcome = accept(request, self.sink, self.counters, "grpc")
         if outcome.response is None:

@@ -79,7 +79,7 @@ class _Handler(BaseHTTPRequestHandler):
                         f"or {JSON}", reply_type)
             return
         if length > srv.limit:
-            srv.counters.spans_rejected("too_large", 0)
+            srv.counters.request_rejected("too_large")
             self.close_connection = True
             self._error(413, GRPC_INVALID_ARGUMENT, f"body of {length} bytes exceeds {srv.limit}", reply_type)
             return
@@ -92,11 +92,11 @@ class _Handler(BaseHTTPRequestHandler):
                 request = ExportTraceServiceRequest()
                 request.ParseFromString(body)
         except _TooLarge:
-            srv.counters.spans_rejected("too_large", 0)
+            srv.counters.request_rejected("too_large")
             self._error(413, GRPC_INVALID_ARGUMENT, f"decompressed body exceeds {srv.limit} bytes", reply_type)
             return
         except (ValueError, DecodeError) as e:
-            srv.counters.spans_rejected("malformed", 0)
+            srv.counters.request_rejected("malformed")
             self._error(400, GRPC_INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {e}", reply_type)
             return
         outcome = accept(request, srv.sink, srv.counters, "http")

@@ -1,0 +1,87 @@
+"""A running mastwatch server on loopback (ephemeral ports, a chDB store in a temporary directory)."""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from mastwatch.config import Config, load
+from mastwatch.service import Service
+
+
+class RunningServer:
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.grpc_endpoint = f"127.0.0.1:{service.grpc.port}"
+        self.http_url = f"http://127.0.0.1:{service.http.port}/v1/traces"
+        host, port = service.metrics_address
+        self.metrics_url = f"http://{host}:{port}/metrics"
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as r:
+            return r.read().decode()
+
+    def sample(self, name: str, **labels: str) -> float:
+        """Sum of the samples of `name` whose labels include `labels` (0 when none)."""
+        total = 0.0
+        for line in self.metrics().splitlines():
+            m = re.match(r"^([a-zA-Z_:][\w:]*)(\{(.*)\})? (\S+)$", line)
+            if not m or m.group(1) != name:
+                continue
+            found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(3) or ""))
+            if all(found.get(k) == v for k, v in labels.items()):
+                total += float(m.group(4))
+        return total
+
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = 15.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(0.05)
+        raise AssertionError(f"not reached within {timeout}s")
+
+    def rows(self, sql: str) -> list[dict[str, Any]]:
+        self.service.store.flush()
+        return self.service.store.query(sql.format(db=self.service.config.exporters.store.database))
+
+
+def server_config(tmp_path, **overrides: Any) -> Config:
+    base = {"receiver": {"grpc": {"endpoint": "127.0.0.1:0"}, "http": {"endpoint": "127.0.0.1:0"}},
+            "processor": {"decision_wait": "300ms", "tick": "50ms"},
+            "exporters": {"prometheus": {"endpoint": "127.0.0.1:0"},
+                          "store": {"path": str(tmp_path / "store"), "flush_interval": "100ms"}}}
+    for path, value in overrides.items():
+        node = base
+        keys = path.split("__")
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = value
+    return load(None, base, environ={})
+
+
+@pytest.fixture
+def start_server(tmp_path) -> Iterator[Callable[..., RunningServer]]:
+    """start_server(processor__decision_wait="1s", ...) -> a running server, stopped after the test."""
+    started: list[Service] = []
+
+    def start(**overrides: Any) -> RunningServer:
+        service = Service(server_config(tmp_path, **overrides))
+        service.start()
+        started.append(service)
+        return RunningServer(service)
+
+    yield start
+    for service in started:
+        service.stop()
+
+
+@pytest.fixture
+def server(start_server) -> RunningServer:
+    return start_server()

@@ -1,0 +1,168 @@
+"""The OTLP receiver per the specification: partial success, malformed and oversized requests, backpressure."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import urllib.error
+import urllib.request
+
+import grpc
+import pytest
+from google.rpc.error_details_pb2 import RetryInfo
+from google.rpc.status_pb2 import Status
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+from mastwatch.collector.processor import Processor, ProcessorConfig
+from mastwatch.collector.receiver import GrpcConfig, HttpConfig
+from mastwatch.collector.receiver.grpc_server import METHOD, GrpcReceiver
+from mastwatch.collector.receiver.http_server import OtlpHttpServer
+from mastwatch.collector.receiver.otlp_json import to_json
+from mastwatch.exporter.prometheus import PrometheusExporter, PrometheusExporterConfig
+from tests.sdk_agents import agent_run, provider, step
+
+
+def request_of(n_spans: int, trace: int = 1, root: bool = True) -> ExportTraceServiceRequest:
+    spans = []
+    for i in range(n_spans):
+        span = Span(trace_id=trace.to_bytes(16, "big"), span_id=(i + 1).to_bytes(8, "big"), name="execute_tool t",
+                    start_time_unix_nano=1_000 + i, end_time_unix_nano=2_000 + i,
+                    attributes=[KeyValue(key="gen_ai.operation.name", value=AnyValue(string_value="execute_tool")),
+                                KeyValue(key="gen_ai.tool.name", value=AnyValue(string_value="t"))])
+        if i or not root:
+            span.parent_span_id = (1).to_bytes(8, "big")
+        spans.append(span)
+    return ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])])
+
+
+def post(url: str, body: bytes, content_type: str = "application/x-protobuf", **headers: str):
+    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": content_type, **headers})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def grpc_export(endpoint: str, body: bytes, timeout: float = 5.0):
+    with grpc.insecure_channel(endpoint) as channel:
+        call = channel.unary_unary(METHOD, request_serializer=None, response_deserializer=None)
+        return call.with_call(body, timeout=timeout)
+
+
+def test_http_protobuf_json_and_gzip_are_accepted(server) -> None:
+    status, headers, body = post(server.http_url, request_of(3, trace=10).SerializeToString())
+    assert status == 200 and headers["Content-Type"] == "application/x-protobuf"
+    assert ExportTraceServiceResponse.FromString(body) == ExportTraceServiceResponse()
+    status, headers, body = post(server.http_url, gzip.compress(to_json(request_of(2, trace=11)).encode()),
+                                 "application/json", **{"Content-Encoding": "gzip"})
+    assert status == 200 and headers["Content-Type"] == "application/json" and json.loads(body) == {}
+    server.wait_for(lambda: server.sample("mast_traces_total") == 2)
+    assert server.sample("mastwatch_spans_processed_total") == 5
+
+
+def test_invalid_spans_are_rejected_with_partial_success_and_the_rest_kept(server) -> None:
+    request = request_of(4, trace=20)
+    request.resource_spans[0].scope_spans[0].spans[2].span_id = b"\x01\x02"  # not 8 bytes
+    request.resource_spans[0].scope_spans[0].spans[3].trace_id = bytes(16)  # all zero
+    status, _, body = post(server.http_url, request.SerializeToString())
+    response = ExportTraceServiceResponse.FromString(body)
+    assert status == 200 and response.partial_success.rejected_spans == 2
+    assert "trace_id must be 16 bytes" in response.partial_success.error_message
+    raw, _ = grpc_export(server.grpc_endpoint, request.SerializeToString())
+    assert ExportTraceServiceResponse.FromString(raw).partial_success.rejected_spans == 2
+    server.wait_for(lambda: server.sample("mastwatch_spans_processed_total") == 4)
+    assert server.sample("mastwatch_spans_rejected_total", reason="invalid_id") == 4
+
+
+def test_malformed_requests_get_invalid_argument_and_the_stream_goes_on(server) -> None:
+    status, headers, body = post(server.http_url, b"\xff\xff\xff garbage")
+    assert status == 400 and Status.FromString(body).code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    status, _, body = post(server.http_url, b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}',
+                           "application/json")
+    assert status == 400 and "not hex" in json.loads(body)["message"]
+    status, _, _ = post(server.http_url, b"not gzip", **{"Content-Encoding": "gzip"})
+    assert status == 400
+    status, _, _ = post(server.http_url, b"{}", "text/plain")
+    assert status == 415
+    with pytest.raises(grpc.RpcError) as err:
+        grpc_export(server.grpc_endpoint, b"\xff\xff\xff garbage")
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert server.sample("mastwatch_requests_rejected_total", reason="malformed") == 4
+    # the same connections and server carry on with good traffic
+    assert post(server.http_url, request_of(2, trace=30).SerializeToString())[0] == 200
+    grpc_export(server.grpc_endpoint, request_of(2, trace=31).SerializeToString())
+    server.wait_for(lambda: server.sample("mast_traces_total") == 2)
+
+
+def test_oversized_requests_are_refused(start_server) -> None:
+    server = start_server(receiver__http__max_request_body_mib=1, receiver__grpc__max_recv_msg_size_mib=1)
+    big = request_of(1, trace=40)
+    big.resource_spans[0].scope_spans[0].spans[0].attributes.add(
+        key="gen_ai.tool.call.arguments", value=AnyValue(string_value="x" * (2 * 1024 * 1024)))
+    status, _, _ = post(server.http_url, big.SerializeToString())
+    assert status == 413
+    bomb = gzip.compress(big.SerializeToString())  # small on the wire, too large once decompressed
+    assert len(bomb) < 1024 * 1024
+    assert post(server.http_url, bomb, **{"Content-Encoding": "gzip"})[0] == 413
+    with pytest.raises(grpc.RpcError) as err:
+        grpc_export(server.grpc_endpoint, big.SerializeToString())
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert post(server.http_url, request_of(1, trace=41).SerializeToString())[0] == 200
+
+
+class _Discard:
+    def export_increment(self, increment) -> None: ...
+    def export_verdict(self, verdict, increment) -> None:
+        self.verdicts = getattr(self, "verdicts", 0) + 1
+    def shutdown(self) -> None: ...
+
+
+def test_full_queue_is_backpressure_and_clients_retry() -> None:
+    """With the processor not yet draining, the queue fills: HTTP 429 + Retry-After, gRPC RESOURCE_EXHAUSTED
+    with RetryInfo. The SDK's gRPC exporter retries, and every span arrives once the processor runs."""
+    metrics = PrometheusExporter(PrometheusExporterConfig())
+    telemetry = metrics.self_metrics
+    sink = _Discard()
+    processor = Processor(ProcessorConfig(queue_spans=10, decision_wait=0.1, tick=0.05), [sink], telemetry)
+    grpc_rx = GrpcReceiver(GrpcConfig(endpoint="127.0.0.1:0"), processor, telemetry, retry_after=0.2)
+    http_rx = OtlpHttpServer(HttpConfig(endpoint="127.0.0.1:0"), processor, telemetry, retry_after=1)
+    grpc_rx.start()
+    http_rx.start()
+    try:
+        url = f"http://127.0.0.1:{http_rx.port}/v1/traces"
+        assert post(url, request_of(8, trace=50).SerializeToString())[0] == 200
+        status, headers, body = post(url, request_of(8, trace=51).SerializeToString())
+        assert status == 429 and headers["Retry-After"] == "1"
+        assert Status.FromString(body).code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+        with pytest.raises(grpc.RpcError) as err:
+            grpc_export(f"127.0.0.1:{grpc_rx.port}", request_of(8, trace=52).SerializeToString())
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        retry = dict(err.value.trailing_metadata())["google.rpc.retryinfo-bin"]
+        assert RetryInfo.FromString(retry).retry_delay.ToNanoseconds() == 200_000_000
+        assert processor.queued_spans == 8  # bounded: the refused requests took no memory
+
+        tp = provider("grpc", f"127.0.0.1:{grpc_rx.port}")
+        tracer = tp.get_tracer("test")
+        exported = threading.Thread(target=lambda: _one_run(tracer))
+        exported.start()  # refused at first: the SDK exporter backs off and retries
+        threading.Timer(0.5, processor.start).start()
+        exported.join(30)
+        tp.shutdown()
+        processor.shutdown()
+        assert sink.verdicts == 2  # trace 50 and the SDK's run; nothing lost
+        assert telemetry.rejected.labels("queue_full")._value.get() > 16  # the SDK was refused, then retried
+    finally:
+        grpc_rx.stop()
+        http_rx.stop()
+
+
+def _one_run(tracer) -> None:
+    with agent_run(tracer):
+        step(tracer, "t", {"a": 1})

@@ -1,0 +1,71 @@
+"""The running server, fed by the OpenTelemetry SDK's real OTLP exporters (gRPC and HTTP)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.sdk_agents import agent_run, chat, provider, step, tool
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_loop_shows_in_metrics_before_the_run_ends(server, protocol: str) -> None:
+    endpoint = server.grpc_endpoint if protocol == "grpc" else server.http_url
+    tp = provider(protocol, endpoint)
+    tracer = tp.get_tracer("test")
+    fm13 = {"failure_mode": "FM-1.3", "agent": "sre-bot", "service": "test-agents"}
+    with agent_run(tracer) as root:
+        for _ in range(4):
+            step(tracer, "kubectl_get_pods", {"namespace": "prod", "selector": "app=api"})
+        # the run is still going: its root span has not ended
+        server.wait_for(lambda: server.sample("mast_failure_mode_traces_total", **fm13) == 1)
+        assert root.is_recording()
+        assert server.sample("mast_traces_total") == 0
+        assert server.sample("mast_repeated_steps_total", tool="kubectl_get_pods") == 3
+    server.wait_for(lambda: server.sample("mast_traces_total", agent="sre-bot") == 1)
+    assert server.sample("mast_failure_mode_traces_total", **fm13) == 1  # once per trace, not again at the end
+    assert server.sample("mast_repeated_steps_total", tool="kubectl_get_pods") == 3
+    assert server.sample("mast_wasted_tokens_total", model="gpt-4.1-mini", type="input") == 3000
+    assert server.sample("mast_wasted_tokens_total", model="gpt-4.1-mini", type="output") == 150
+    assert server.sample("mast_wasted_cost_usd_total", model="gpt-4.1-mini") == pytest.approx(
+        3 * (1000 * 0.4 + 50 * 1.6) / 1e6)
+    assert server.sample("mastwatch_spans_received_total", protocol=protocol) == 9
+    rows = server.rows("SELECT trace_id, agent, failure_modes, repeated_steps FROM {db}.mast_traces")
+    assert len(rows) == 1 and rows[0]["failure_modes"] == ["FM-1.3"] and rows[0]["repeated_steps"] == 3
+    assert rows[0]["trace_id"] == format(root.get_span_context().trace_id, "032x")
+    findings = server.rows("SELECT failure_mode, evidence, reason FROM {db}.mast_findings")
+    assert len(findings) == 1 and len(findings[0]["evidence"]) == 4
+    assert "kubectl_get_pods called 4 times" in findings[0]["reason"]
+    tp.shutdown()
+
+
+def test_healthy_runs_count_tokens_and_cost(server) -> None:
+    tp = provider("http", server.http_url, service="support")
+    tracer = tp.get_tracer("test")
+    for order in (1, 2):
+        with agent_run(tracer, "support-agent"):
+            step(tracer, "lookup_order", {"id": order}, agent="support-agent", input_tokens=2000, cache_read=500)
+            tool(tracer, "get_shipping_status", {"id": order}, error=True, agent=None)
+            tool(tracer, "get_shipping_status", {"id": order}, agent=None)  # a retry after an error
+            chat(tracer, text="Your order ships tomorrow.", output_tokens=20, agent="support-agent")
+    server.wait_for(lambda: server.sample("mast_traces_total", service="support", agent="support-agent") == 2)
+    assert server.sample("mast_failure_mode_traces_total") == 0
+    assert server.sample("mast_tokens_total", model="gpt-4.1-mini", type="input") == 2 * (1500 + 1000)
+    assert server.sample("mast_tokens_total", model="gpt-4.1-mini", type="cache_read") == 2 * 500
+    assert server.sample("mast_tokens_total", model="gpt-4.1-mini", type="output") == 2 * 70
+    expected = 2 * (2500 * 0.4 + 500 * 0.1 + 70 * 1.6) / 1e6
+    assert server.sample("mast_cost_usd_total", model="gpt-4.1-mini") == pytest.approx(expected)
+    rows = server.rows("SELECT steps, llm_calls, tool_calls, input_tokens, cost_usd FROM {db}.mast_traces")
+    assert [(r["steps"], r["llm_calls"], r["tool_calls"], r["input_tokens"]) for r in rows] == [(6, 2, 3, 3000)] * 2
+    tp.shutdown()
+
+
+def test_unknown_model_is_counted_unpriced(server) -> None:
+    tp = provider("grpc", server.grpc_endpoint)
+    tracer = tp.get_tracer("test")
+    with agent_run(tracer):
+        chat(tracer, model="acme-internal-llm-7", text="done, nothing to do here at all")
+    server.wait_for(lambda: server.sample("mast_traces_total") == 1)
+    assert server.sample("mast_tokens_total", model="acme-internal-llm-7", type="input") == 1000
+    assert server.sample("mast_cost_usd_total", model="acme-internal-llm-7") == 0
+    assert server.sample("mastwatch_unpriced_llm_calls_total", model="acme-internal-llm-7") == 1
+    tp.shutdown()
