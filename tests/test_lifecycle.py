@@ -1,0 +1,217 @@
+"""Trace assembly limits, late spans, label caps, graceful shutdown, and the replay and demo commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from mastwatch.exporter.store.chdb_engine import ChdbEngine
+from tests.otlp_corpus import corpus, to_otlp_json_line
+from tests.sdk_agents import agent_run, chat, provider, step, tool
+from tests.test_receiver import post, request_of
+
+MASTWATCH = [sys.executable, "-m", "mastwatch.cli"]
+
+
+def test_late_spans_are_counted_and_do_not_reclassify(server) -> None:
+    assert post(server.http_url, request_of(2, trace=60).SerializeToString())[0] == 200
+    server.wait_for(lambda: server.sample("mast_traces_total") == 1)
+    late = request_of(3, trace=60)
+    del late.resource_spans[0].scope_spans[0].spans[:2]
+    assert post(server.http_url, late.SerializeToString())[0] == 200
+    server.wait_for(lambda: server.sample("mastwatch_late_spans_total") == 1)
+    time.sleep(0.5)
+    assert server.sample("mast_traces_total") == 1
+
+
+def test_oldest_trace_is_evicted_and_classified_when_too_many_are_in_flight(start_server) -> None:
+    server = start_server(processor__max_traces=2, processor__decision_wait="60s")
+    for trace in (70, 71, 72):  # no root ended: none of them is complete
+        assert post(server.http_url, request_of(2, trace=trace, root=False).SerializeToString())[0] == 200
+    server.wait_for(lambda: server.sample("mastwatch_traces_evicted_total") == 1)
+    assert server.sample("mast_traces_total") == 1
+    server.wait_for(lambda: server.sample("mastwatch_traces_in_flight") == 2)
+    rows = server.rows("SELECT trace_id, completion FROM {db}.mast_traces")
+    assert rows == [{"trace_id": (70).to_bytes(16, "big").hex(), "completion": "evicted"}]
+
+
+def test_span_limit_and_age_limit_release_traces(start_server) -> None:
+    server = start_server(processor__max_spans_per_trace=5, processor__max_trace_age="1s",
+                          processor__decision_wait="60s")
+    assert post(server.http_url, request_of(7, trace=80, root=False).SerializeToString())[0] == 200
+    assert post(server.http_url, request_of(2, trace=81, root=False).SerializeToString())[0] == 200
+    server.wait_for(lambda: server.sample("mast_traces_total") == 2)
+    rows = server.rows("SELECT trace_id, steps, completion FROM {db}.mast_traces ORDER BY trace_id")
+    assert [(r["steps"], r["completion"]) for r in rows] == [(5, "max_spans"), (2, "max_age")]
+    assert server.sample("mastwatch_late_spans_total") == 2  # the two spans after the limit
+
+
+def test_span_derived_labels_are_capped(start_server) -> None:
+    server = start_server(exporters__prometheus__max_label_values=2)
+    tp = provider("http", server.http_url)
+    tracer = tp.get_tracer("test")
+    for agent in ("a1", "a2", "a3", "a4"):
+        with agent_run(tracer, agent):
+            chat(tracer, text="hello there, all done with this one", agent=agent)
+    server.wait_for(lambda: server.sample("mast_traces_total") == 4)
+    assert server.sample("mast_traces_total", agent="other") == 2
+    assert server.sample("mastwatch_label_overflow_total", label="agent") >= 2  # counts replacements
+    assert {r["agent"] for r in server.rows("SELECT agent FROM {db}.mast_traces")} == {"a1", "a2", "a3", "a4"}
+    tp.shutdown()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url: str, timeout: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                return r.read().decode()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_sigterm_classifies_buffered_traces_and_flushes_the_store(tmp_path: Path) -> None:
+    grpc_port, http_port, metrics_port = _free_port(), _free_port(), _free_port()
+    store = tmp_path / "store"
+    proc = subprocess.Popen([*MASTWATCH, "serve", "--grpc-endpoint", f"127.0.0.1:{grpc_port}",
+                             "--http-endpoint", f"127.0.0.1:{http_port}",
+                             "--metrics-endpoint", f"127.0.0.1:{metrics_port}", "--store-path", str(store),
+                             "--set", "processor.decision_wait=10m"], stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_http(f"http://127.0.0.1:{metrics_port}/metrics")
+        tp = provider("grpc", f"127.0.0.1:{grpc_port}")
+        tracer = tp.get_tracer("test")
+        with agent_run(tracer):
+            for _ in range(3):
+                step(tracer, "restart_deployment", {"name": "api"})
+        with agent_run(tracer, "other-bot"):
+            tool(tracer, "ping", {})
+        tp.shutdown()
+        deadline = time.monotonic() + 10
+        while "mastwatch_spans_buffered 9.0" not in _wait_http(f"http://127.0.0.1:{metrics_port}/metrics"):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    assert "classifying buffered traces" in stderr
+    engine = ChdbEngine(str(store))
+    try:
+        rows = engine.query("SELECT agent, completion, failure_modes FROM mastwatch.mast_traces ORDER BY agent")
+    finally:
+        engine.close()
+    assert rows == [{"agent": "other-bot", "completion": "shutdown", "failure_modes": []},
+                    {"agent": "sre-bot", "completion": "shutdown", "failure_modes": ["FM-1.3"]}]
+
+
+VERDICT_KEYS = {"trace_id": str, "service": str, "agent": str, "models": list, "started_at": str, "ended_at": str,
+                "steps": int, "llm_calls": int, "tool_calls": int, "input_tokens": int, "output_tokens": int,
+                "cost_usd": float, "failure_modes": dict, "repeated_steps": int, "wasted_input_tokens": int,
+                "wasted_output_tokens": int, "wasted_cost_usd": float}
+
+
+def test_replay_of_the_recorded_runs_prints_one_verdict_per_trace(tmp_path: Path) -> None:
+    runs = corpus()
+    lines = tmp_path / "traces.jsonl"
+    lines.write_text("".join(to_otlp_json_line(request) + "\n" for _, _, request in runs))
+    proto = tmp_path / "traces.binpb"  # the file exporter's proto format: 4-byte big-endian length, message
+    proto.write_bytes(b"".join(struct.pack(">I", len(b)) + b for b in
+                               (request.SerializeToString() for _, _, request in runs)))
+    trace_ids = {span.trace_id.hex() for _, _, request in runs for rs in request.resource_spans
+                 for ss in rs.scope_spans for span in ss.spans}
+    outputs = []
+    for path in (lines, proto):
+        result = subprocess.run([*MASTWATCH, "replay", str(path)], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        verdicts = [json.loads(line) for line in result.stdout.splitlines()]
+        assert {v["trace_id"] for v in verdicts} == trace_ids and len(verdicts) == len(trace_ids)
+        for v in verdicts:
+            assert {k: type(v[k]) for k in VERDICT_KEYS} == {k: t for k, t in VERDICT_KEYS.items()} or \
+                isinstance(v["cost_usd"], int | float)
+            assert len(v["trace_id"]) == 32 and v["started_at"].endswith("Z")
+            for mode in v["failure_modes"].values():
+                assert mode["evidence"] and all(len(e) == 16 for e in mode["evidence"])
+                assert mode["basis"] in ("structure", "content", "judge")
+        outputs.append(sorted(result.stdout.splitlines()))
+    assert outputs[0] == outputs[1]
+    by_agent = {}
+    for v in map(json.loads, outputs[0]):
+        by_agent.setdefault(v["agent"], []).append(v)
+    # the SWE-agent CTF run that submits the same wrong flag again and again
+    looping = [v for v in by_agent["swe-agent"] if "FM-1.3" in v["failure_modes"]]
+    assert len(looping) == 1 and "submit" in looping[0]["failure_modes"]["FM-1.3"]["reason"]
+    tau2 = [v for v in map(json.loads, outputs[0]) if v["service"].startswith("tau2")]
+    assert len(tau2) == 18 and all(v["cost_usd"] > 0 and v["models"] == ["gpt-4.1-mini-2025-04-14"] for v in tau2)
+
+
+def test_replay_store_and_bad_input(tmp_path: Path) -> None:
+    _, _, request = corpus()[0]
+    path = tmp_path / "one.jsonl"
+    path.write_text(to_otlp_json_line(request) + "\n")
+    store = tmp_path / "store"
+    result = subprocess.run([*MASTWATCH, "replay", str(path), "--store", str(store)], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    engine = ChdbEngine(str(store))
+    try:
+        assert engine.query("SELECT count() AS n FROM mastwatch.mast_traces") == [{"n": "1"}] or \
+            engine.query("SELECT toUInt8(count()) AS n FROM mastwatch.mast_traces") == [{"n": 1}]
+    finally:
+        engine.close()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "xyz"}]}]}]}\n')
+    result = subprocess.run([*MASTWATCH, "replay", str(bad)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "bad.jsonl:1" in result.stderr
+
+
+def test_demo_fills_metrics_and_store_within_a_minute(tmp_path: Path) -> None:
+    grpc_port, http_port, metrics_port = _free_port(), _free_port(), _free_port()
+    store = tmp_path / "store"
+    env = {**os.environ, "MASTWATCH_PROCESSOR__DECISION_WAIT": "1s"}
+    proc = subprocess.Popen([*MASTWATCH, "demo", "--grpc-endpoint", f"127.0.0.1:{grpc_port}", "--http-endpoint",
+                             f"127.0.0.1:{http_port}", "--metrics-endpoint", f"127.0.0.1:{metrics_port}",
+                             "--store-path", str(store), "--pace", "0.05", "--duration", "20"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        metrics = ""
+        while time.monotonic() < deadline:
+            metrics = _wait_http(f"http://127.0.0.1:{metrics_port}/metrics")
+            if 'failure_mode="FM-1.3"' in metrics and "mast_wasted_cost_usd_total" in metrics and \
+                    'service="support"' in metrics:
+                break
+            time.sleep(0.5)
+        assert 'failure_mode="FM-1.3"' in metrics
+        for series in ("mast_traces_total", "mast_tokens_total", "mast_cost_usd_total", "mast_repeated_steps_total",
+                       "mast_wasted_tokens_total", "mast_wasted_cost_usd_total", "mastwatch_spans_received_total"):
+            assert series in metrics
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    assert "simulated agents are sending OTLP" in stdout
+    engine = ChdbEngine(str(store))
+    try:
+        rows = engine.query("SELECT agent, count() AS n, countIf(has(failure_modes, 'FM-1.3')) AS loops "
+                            "FROM mastwatch.mast_traces GROUP BY agent ORDER BY agent")
+    finally:
+        engine.close()
+    assert {r["agent"] for r in rows} == {"coding-agent", "sre-bot", "support-agent", "triage-agent"}
