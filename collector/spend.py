@@ -53,14 +53,21 @@ class Pricer:
         if key in self._models:
             return self._models[key]
         resolved: _Model | None = None
-        try:
-            base = calc_price(Usage(), model_ref=model, provider_id=provider)
-        except LookupError:
-            try:  # the provider name in spans may not be genai-prices' provider id
-                base = calc_price(Usage(), model_ref=model)
-                provider = None
+        # the provider name in spans may not be genai-prices' provider id; a "provider/model" id (LiteLLM,
+        # any-agent) is looked up as that model of that provider
+        candidates = [(model, provider), (model, None)]
+        if "/" in model:
+            prefix, _, name = model.rpartition("/")
+            candidates += [(name, prefix.rpartition("/")[2]), (name, None)]
+        base = None
+        candidates = list(dict.fromkeys(candidates))
+        for model_ref, provider_id in candidates:
+            try:
+                base = calc_price(Usage(), model_ref=model_ref, provider_id=provider_id)
             except LookupError:
-                base = None
+                continue
+            model, provider = model_ref, provider_id
+            break
         if base is not None:
             mp = base.model_price
             if any(isinstance(getattr(mp, name, None), TieredPrices) for name in

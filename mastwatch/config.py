@@ -9,11 +9,12 @@ MASTWATCH_RECEIVER__HTTP__ENDPOINT=0.0.0.0:4318. Values are YAML (numbers, boole
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mastwatch.collector.processor import ProcessorConfig
 from mastwatch.collector.receiver import ReceiverConfig
@@ -39,13 +40,24 @@ class Config(BaseModel):
     processor: ProcessorConfig = ProcessorConfig()
     exporters: ExportersConfig = ExportersConfig()
 
-    @field_validator("processor")
-    @classmethod
-    def _detectors_known(cls, value: ProcessorConfig) -> ProcessorConfig:
-        from mastwatch.collector.classify.engine import ClassifierEngine
 
-        ClassifierEngine(value.detectors)  # raises on unknown codes or bad settings
-        return value
+def _detectors(config: Config) -> None:
+    """Every `processor.detectors.<code>` names a detector and holds valid settings for it."""
+    from mastwatch.collector.classify.detectors import load_detectors
+
+    available = load_detectors()
+    problems = []
+    for code, settings in config.processor.detectors.items():
+        where = f"processor.detectors.{code}"
+        if code not in available:
+            problems.append(f"  {where}: no detector for this failure mode; detectors: {sorted(available)}")
+            continue
+        try:
+            available[code].Settings.model_validate(settings or {})
+        except ValidationError as e:
+            problems += _problems(e, where)
+    if problems:
+        raise ConfigError("invalid configuration:\n" + "\n".join(problems))
 
 
 def _endpoints(config: Config) -> None:
@@ -82,8 +94,18 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
         path = [p.lower() for p in name[len(ENV_PREFIX):].split("__")]
         # detector codes are upper case with a dash: FM_1_3 in a variable name means FM-1.3
         path = [p.upper().replace("_", "-", 1).replace("_", ".") if p.startswith("fm_") else p for p in path]
-        doc = _merge(doc, _nested(path, yaml.safe_load(raw)))
+        doc = _merge(doc, _nested(path, _yaml_value(raw, name)))
     return doc
+
+
+def _yaml_value(raw: str, source: str) -> Any:
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{source}: {raw!r} is not a valid YAML value: {e}") from None
+
+
+_KEY_PART = re.compile(r"FM-\d+\.\d+|[^.]+")  # a detector code (FM-1.3) is one key despite its dot
 
 
 def set_overrides(assignments: list[str]) -> dict[str, Any]:
@@ -93,17 +115,21 @@ def set_overrides(assignments: list[str]) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set {item!r}: expected key.path=value")
-        doc = _merge(doc, _nested(key.split("."), yaml.safe_load(raw)))
+        doc = _merge(doc, _nested(_KEY_PART.findall(key), _yaml_value(raw, f"--set {key}")))
     return doc
 
 
-def _describe(error: ValidationError) -> str:
+def _problems(error: ValidationError, prefix: str = "") -> list[str]:
     lines = []
     for e in error.errors():
-        where = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        where = ".".join([prefix] * bool(prefix) + [str(p) for p in e["loc"]]) or "(top level)"
         lines.append(f"  {where}: {e['msg']}" + (f" (got {e['input']!r})" if e["type"] != "missing" and
                                                  not isinstance(e.get("input"), dict) else ""))
-    return "invalid configuration:\n" + "\n".join(lines)
+    return lines
+
+
+def _describe(error: ValidationError) -> str:
+    return "invalid configuration:\n" + "\n".join(_problems(error))
 
 
 def load(path: str | None = None, overrides: Mapping[str, Any] | None = None,
@@ -131,5 +157,6 @@ def load(path: str | None = None, overrides: Mapping[str, Any] | None = None,
         raise ConfigError(_describe(e)) from None
     except ValueError as e:
         raise ConfigError(f"invalid configuration: {e}") from None
+    _detectors(config)
     _endpoints(config)
     return config

@@ -11,10 +11,10 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 
 from ..steps import Step, StepKind
-from . import genai, openinference, openllmetry, vercel
+from . import genai, langfuse, openinference, openllmetry, vercel
 from .attributes import any_value, attributes, canonical_json, fingerprint, preview
 
-CONVENTIONS = (genai, openinference, openllmetry, vercel)
+CONVENTIONS = (genai, openinference, openllmetry, vercel, langfuse)
 _intern = sys.intern
 
 
@@ -23,6 +23,14 @@ def _int(value: Any) -> int:
         return max(int(value), 0)
     except (TypeError, ValueError):
         return 0
+
+
+def _model_id(model: str) -> str:
+    """A Vertex AI resource name (projects/.../publishers/google/models/gemini-2.5-flash) or a Gemini API
+    name (models/gemini-2.5-flash) to the model id it names."""
+    if model.startswith("models/") or "/models/" in model:
+        return model.rpartition("/")[2] or model
+    return model
 
 
 def _content(value: Any) -> tuple[int, str]:
@@ -45,7 +53,7 @@ def normalize_span(span: Span, service: str) -> Step:
     if (agent := draft.get("agent")) is not None:
         step.agent = _intern(agent)
     if (model := draft.get("model")) is not None:
-        step.model = _intern(model)
+        step.model = _intern(_model_id(model))
     if (provider := draft.get("provider")) is not None:
         step.provider = _intern(provider)
     if (tool := draft.get("tool")) is not None:

@@ -8,9 +8,15 @@ from typing import Any
 from ..steps import StepKind
 from .attributes import as_json
 
-LLM_OPERATIONS = frozenset({"chat", "generate_content", "text_completion", "completion"})
+LLM_OPERATIONS = frozenset({"chat", "generate_content", "text_completion", "completion",
+                            "call_llm"})  # call_llm: any-agent
 AGENT_OPERATIONS = frozenset({"invoke_agent", "invoke_workflow", "handle_conversation_turn", "plan"})
 TOOL_OPERATIONS = frozenset({"execute_tool"})
+# Tool arguments and results: the conventions' names, then framework names seen next to gen_ai.tool.name.
+TOOL_ARGUMENTS = ("gen_ai.tool.call.arguments", "tool_arguments",  # pydantic-ai
+                  "gen_ai.tool.args",  # any-agent
+                  "gcp.vertex.agent.tool_call_args")  # Google ADK
+TOOL_RESULTS = ("gen_ai.tool.call.result", "tool_response", "gcp.vertex.agent.tool_response")
 
 
 def claims(attrs: dict[str, Any]) -> bool:
@@ -76,17 +82,26 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
         draft.setdefault("provider", str(provider))
     if (tool := get("gen_ai.tool.name")) is not None:
         draft.setdefault("tool", str(tool))
-    elif op in TOOL_OPERATIONS and name.startswith("execute_tool "):
-        draft.setdefault("tool", name[len("execute_tool "):])
+    elif op in TOOL_OPERATIONS:  # the span name is `execute_tool {name}`, or just the tool's name (langsmith)
+        draft.setdefault("tool", name.removeprefix("execute_tool ") or name)
     if (call_id := get("gen_ai.tool.call.id")) is not None:
         draft.setdefault("tool_call_id", str(call_id))
-    args = get("gen_ai.tool.call.arguments", get("tool_arguments"))  # tool_arguments: pydantic-ai
-    if args is not None:
-        draft.setdefault("args", args)
-    result = get("gen_ai.tool.call.result", get("tool_response"))
-    if result is not None:
-        draft.setdefault("result", result)
+    for key in TOOL_ARGUMENTS:
+        if (args := get(key)) is not None:
+            draft.setdefault("args", args)
+            break
+    for key in TOOL_RESULTS:
+        if (result := get(key)) is not None:
+            draft.setdefault("result", result)
+            break
+    if kind is StepKind.TOOL and "openinference.span.kind" not in attrs:  # koog: OpenInference I/O names only
+        if (args := get("input.value")) is not None:
+            draft.setdefault("args", args)
+        if (result := get("output.value", get("gen_ai.output"))) is not None:  # gen_ai.output: any-agent
+            draft.setdefault("result", result)
     output = _output_text(get("gen_ai.output.messages")) or _legacy_completion(attrs)
+    if output is None and kind is StepKind.LLM and isinstance(get("gen_ai.output"), str):  # any-agent
+        output = get("gen_ai.output")
     if output is not None:
         draft.setdefault("output", output)
     tokens_in = get("gen_ai.usage.input_tokens", get("gen_ai.usage.prompt_tokens"))
@@ -102,7 +117,7 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
                       get("gen_ai.usage.cache_write_input_tokens")))
     if cache_write is not None:
         draft.setdefault("cache_write_tokens", cache_write)
-    finish = get("gen_ai.response.finish_reasons")
+    finish = as_json(get("gen_ai.response.finish_reasons"))  # a JSON string where arrays are flattened
     if finish is not None:
         draft.setdefault("finish_reasons", finish)
     if (error_type := get("error.type")) is not None:

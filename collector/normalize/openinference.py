@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..steps import StepKind
@@ -20,9 +21,27 @@ def _output_messages(attrs: dict[str, Any]) -> str | None:
     return "\n".join(pieces) if pieces else None
 
 
+_BEEAI_SPAN = re.compile(r"^((?:backend|tool|agent)\.[\w.]+)\.([a-z_]+)-\d+$")
+
+
+def _beeai_event(attrs: dict[str, Any], name: str) -> tuple[str, str] | None:
+    """BeeAI emits one span per event of a call, named `{target}-{n}` (backend.openai.chat.start / .finish /
+    .success, tool.search.wikipedia.start ...): (emitter, event), or None for other spans. The name is
+    read too: a span with many attributes can lose `target` to the attribute count limit."""
+    target = attrs.get("target")
+    if isinstance(target, str) and "traceId" in attrs and "." in target:
+        emitter, _, event = target.rpartition(".")
+        return emitter, event
+    match = _BEEAI_SPAN.match(name)
+    return (match.group(1), match.group(2)) if match else None
+
+
 def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
     get = attrs.get
     kind = KINDS.get(str(get("openinference.span.kind", "")).upper(), StepKind.OTHER)
+    event = _beeai_event(attrs, name)
+    if event is not None and (kind is StepKind.AGENT or event[1] != "start"):
+        kind = StepKind.OTHER  # a call is its start event; agent.react.* events are iterations, not invocations
     draft.setdefault("kind", kind)
     if (agent := get("agent.name")) is not None:
         draft.setdefault("agent", str(agent))
@@ -36,11 +55,15 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
     if kind is StepKind.TOOL:
         if (tool := get("tool.name")) is not None:
             draft.setdefault("tool", str(tool))
+        elif event is not None:  # tool.search.wikipedia.start -> search.wikipedia
+            draft.setdefault("tool", event[0].removeprefix("tool."))
         else:
             draft.setdefault("tool", name)
         if (call_id := get("tool.id") or get("tool_call.id")) is not None:
             draft.setdefault("tool_call_id", str(call_id))
         args = get("tool_call.function.arguments", get("input.value"))
+        if args is None and event is not None:  # BeeAI puts the call's arguments in tool.parameters
+            args = get("tool.parameters")
         if args is not None:
             draft.setdefault("args", args)
         if (result := get("output.value")) is not None:

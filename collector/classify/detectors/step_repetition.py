@@ -19,7 +19,8 @@ from ...steps import Finding, Step, StepKind
 from ..detector import Detector, DetectorSettings
 
 EVIDENCE_LIMIT = 50
-TOOL_CALL_FINISH = frozenset({"tool_call", "tool_calls", "function_call", "tool_use"})
+TOOL_CALL_FINISH = frozenset({"tool_call", "tool_calls", "function_call", "tool_use",
+                              "tool-calls"})  # tool-calls: Vercel AI SDK
 
 
 class StepRepetitionSettings(DetectorSettings):
@@ -95,7 +96,8 @@ class StepRepetition(Detector):
         else:
             key = (tool, step.args_fingerprint)
             calls = self._calls.setdefault(key, [])
-            if calls and previous is calls[-1] and previous.error:
+            if calls and previous is not None and previous.error and previous.tool == tool \
+                    and previous.args_fingerprint == step.args_fingerprint:  # previous may be a skipped retry
                 self._retries += 1
             else:
                 self._retries = 0

@@ -1,0 +1,196 @@
+"""End-to-end throughput of the OTLP gRPC receiver against a decode-only receiver, in the same run.
+
+The server side runs on one core (CPU affinity), the load generator on another, over loopback. Requests
+are encoded once up front, so the client costs little. Each trace is an agent run without content
+capture: an invoke_agent root, and model calls and tool calls (some looping), 10 spans in all.
+
+  python benchmarks/throughput.py [--spans 200000] [--batch 500]
+
+Prints spans/s end to end (decoded, normalised, assembled, classified, priced, counted in Prometheus and
+written to the chDB store), spans/s of the decode-only receiver, and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import shutil
+import tempfile
+import threading
+import time
+
+import grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+
+def _kv(key: str, value) -> KeyValue:
+    if isinstance(value, str):
+        return KeyValue(key=key, value=AnyValue(string_value=value))
+    return KeyValue(key=key, value=AnyValue(int_value=value))
+
+
+def agent_trace(n: int, content: bool = False) -> list[Span]:
+    """One 10-span agent run; every 4th run calls the same tool with the same arguments 4 times."""
+    trace_id = (n + 1).to_bytes(16, "big")
+    root_id = ((n << 4) | 1).to_bytes(8, "big")
+    t0 = 1_700_000_000_000_000_000 + n * 10_000_000_000
+    spans = [Span(trace_id=trace_id, span_id=root_id, name="invoke_agent sre-bot", start_time_unix_nano=t0,
+                  end_time_unix_nano=t0 + 9_000_000_000, kind=Span.SpanKind.SPAN_KIND_INTERNAL,
+                  attributes=[_kv("gen_ai.operation.name", "invoke_agent"), _kv("gen_ai.agent.name", "sre-bot")])]
+    looping = n % 4 == 0
+    for i in range(1, 10):
+        start = t0 + i * 900_000_000
+        span_id = ((n << 4) | (i + 1)).to_bytes(8, "big")
+        if i % 2:
+            attrs = [_kv("gen_ai.operation.name", "chat"), _kv("gen_ai.provider.name", "openai"),
+                     _kv("gen_ai.request.model", "gpt-4.1-mini"), _kv("gen_ai.usage.input_tokens", 1200 + i),
+                     _kv("gen_ai.usage.output_tokens", 80), _kv("gen_ai.agent.name", "sre-bot")]
+            name = "chat gpt-4.1-mini"
+        else:
+            tool = "kubectl_get_pods" if looping else f"tool_{i}"
+            attrs = [_kv("gen_ai.operation.name", "execute_tool"), _kv("gen_ai.tool.name", tool),
+                     _kv("gen_ai.tool.call.id", f"call_{n}_{i}"), _kv("gen_ai.agent.name", "sre-bot"),
+                     _kv("gen_ai.tool.call.arguments", '{"namespace": "prod", "selector": "app=api"}')]
+            if content:
+                attrs.append(_kv("gen_ai.tool.call.result", "x" * 20_000))
+            name = f"execute_tool {tool}"
+        spans.append(Span(trace_id=trace_id, span_id=span_id, parent_span_id=root_id, name=name,
+                          start_time_unix_nano=start, end_time_unix_nano=start + 800_000_000, attributes=attrs))
+    return spans[1:] + spans[:1]  # children end (and are exported) before their root
+
+
+def requests(total_spans: int, batch: int, content: bool = False) -> list[bytes]:
+    out, spans, n = [], [], 0
+    resource = Resource(attributes=[_kv("service.name", "sre-agents")])
+    while n * 10 < total_spans:
+        spans.extend(agent_trace(n, content))
+        n += 1
+        if len(spans) >= batch:
+            out.append(ExportTraceServiceRequest(resource_spans=[ResourceSpans(
+                resource=resource, scope_spans=[ScopeSpans(spans=spans)])]).SerializeToString())
+            spans = []
+    if spans:
+        out.append(ExportTraceServiceRequest(resource_spans=[ResourceSpans(
+            resource=resource, scope_spans=[ScopeSpans(spans=spans)])]).SerializeToString())
+    return out
+
+
+def _client(endpoint: str, bodies: list[bytes], cpu: int | None, concurrency: int) -> None:
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+    channel = grpc.insecure_channel(endpoint, options=[("grpc.max_send_message_length", 64 << 20)])
+    call = channel.unary_unary(METHOD, request_serializer=None, response_deserializer=None)
+    chunks = [bodies[i::concurrency] for i in range(concurrency)]
+
+    def send(chunk: list[bytes]) -> None:
+        for body in chunk:
+            while True:
+                try:
+                    call(body, timeout=60)
+                    break
+                except grpc.RpcError as e:
+                    if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                        raise
+                    time.sleep(0.005)
+
+    threads = [threading.Thread(target=send, args=(c,)) for c in chunks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    channel.close()
+
+
+class _DecodeOnly:
+    """A sink that takes every decoded, validated request and drops it: the receiver's own cost."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def submit(self, request, spans: int) -> bool:
+        self.spans += spans
+        return True
+
+
+def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, client_cpu: int | None,
+        concurrency: int) -> float:
+    from mastwatch.collector.receiver import GrpcConfig
+    from mastwatch.collector.receiver.grpc_server import GrpcReceiver
+    from mastwatch.config import load
+    from mastwatch.service import Service
+
+    if server_cpu is not None:
+        os.sched_setaffinity(0, {server_cpu})
+    store = tempfile.mkdtemp(prefix="mastwatch-bench-")
+    if mode == "decode-only":
+        sink = _DecodeOnly()
+        counters = type("C", (), {"spans_received": lambda *a: None, "spans_rejected": lambda *a: None,
+                                  "request_rejected": lambda *a: None})()
+        receiver = GrpcReceiver(GrpcConfig(endpoint="127.0.0.1:0", workers=4), sink, counters)
+        receiver.start()
+        port, done = receiver.port, lambda: sink.spans >= total
+        stop = receiver.stop
+    else:
+        config = load(None, {"receiver": {"grpc": {"endpoint": "127.0.0.1:0", "workers": 4},
+                                          "http": {"enabled": False}},
+                             "processor": {"decision_wait": "200ms", "tick": "50ms"},
+                             "exporters": {"prometheus": {"endpoint": "127.0.0.1:0"},
+                                           "store": {"path": store}}}, environ={})
+        service = Service(config)
+        service.start()
+        port = service.grpc.port
+        metrics = service.prometheus
+
+        def done() -> bool:
+            return metrics.traces.labels("sre-agents", "sre-bot")._value.get() * 10 >= total
+
+        stop = service.stop
+    client = mp.get_context("spawn").Process(target=_client, args=(f"127.0.0.1:{port}", bodies, client_cpu,
+                                                                   concurrency))
+    started = time.perf_counter()
+    client.start()
+    while not done():
+        time.sleep(0.01)
+    elapsed = time.perf_counter() - started
+    client.join()
+    stop()
+    shutil.rmtree(store, ignore_errors=True)
+    return total / elapsed
+
+
+def _serve(out, *args) -> None:
+    out.put(run(*args))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--spans", type=int, default=200_000)
+    parser.add_argument("--batch", type=int, default=500, help="spans per OTLP request")
+    parser.add_argument("--concurrency", type=int, default=4, help="requests in flight")
+    args = parser.parse_args()
+    cpus = sorted(os.sched_getaffinity(0))
+    server_cpu, client_cpu = (cpus[0], cpus[1]) if len(cpus) > 1 else (None, None)
+    bodies = requests(args.spans, args.batch)
+    total = sum(1 for _ in range(0, args.spans, 10)) * 10
+    print(f"{total} spans in {len(bodies)} requests of ~{args.batch} spans; server on CPU {server_cpu}, "
+          f"client on CPU {client_cpu}")
+    results = {}
+    ctx = mp.get_context("spawn")
+    for mode in ("decode-only", "end-to-end"):
+        out = ctx.Queue()  # a fresh server process per mode: nothing warm is shared
+        server = ctx.Process(target=_serve, args=(out, mode, bodies, total, server_cpu, client_cpu, args.concurrency))
+        server.start()
+        results[mode] = out.get()
+        server.join()
+        print(f"{mode:>12}: {results[mode]:>10,.0f} spans/s")
+    print(f"       ratio: {results['end-to-end'] / results['decode-only']:.2f} (end-to-end / decode-only)")
+
+
+if __name__ == "__main__":
+    main()

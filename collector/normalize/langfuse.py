@@ -1,0 +1,101 @@
+"""Langfuse SDK (v3+, OpenTelemetry based) span attributes: langfuse.observation.*.
+
+The SDK and its integrations (LangChain / LangGraph callback handler, OpenAI wrapper, @observe) set
+`langfuse.observation.type` (span, generation, embedding, agent, tool, chain, retriever, evaluator,
+guardrail, event), the model, `usage_details` (JSON, where "input"/"output" exclude the
+input_*/output_* breakdowns listed next to them) and input/output (captured by default).
+LangChain tool runs reach older SDKs as plain spans; their output is the LangChain ToolMessage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..steps import StepKind
+from .attributes import as_json
+
+KINDS = {"generation": StepKind.LLM, "tool": StepKind.TOOL, "agent": StepKind.AGENT, "chain": StepKind.AGENT}
+_OBS = "langfuse.observation."
+
+
+def claims(attrs: dict[str, Any]) -> bool:
+    return _OBS + "type" in attrs
+
+
+def _tool_message(output: Any) -> dict[str, Any] | None:
+    """A LangChain ToolMessage, as the Python ({"type": "tool", ...}) or JS (lc constructor) handler dumps it."""
+    message = as_json(output)
+    if not isinstance(message, dict):
+        return None
+    if message.get("type") == "tool" and "tool_call_id" in message:
+        return message
+    ids = message.get("id")
+    if message.get("lc") and isinstance(ids, list) and ids[-1:] == ["ToolMessage"]:
+        kwargs = message.get("kwargs")
+        return kwargs if isinstance(kwargs, dict) else {}
+    return None
+
+
+def _usage(details: Any) -> dict[str, int]:
+    details = as_json(details)
+    if not isinstance(details, dict):
+        return {}
+    counts = {str(k): v for k, v in details.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    if not counts:
+        return {}
+
+    def total(prefix: str) -> int:
+        return int(sum(v for k, v in counts.items() if k == prefix or k.startswith(prefix + "_")))
+
+    usage = {"input_tokens": total("input") + int(counts.get("cache_read_input_tokens", 0))
+             + int(counts.get("cache_creation_input_tokens", 0)), "output_tokens": total("output")}
+    usage["cache_read_tokens"] = int(counts.get("input_cache_read", 0) + counts.get("cache_read_input_tokens", 0))
+    usage["cache_write_tokens"] = int(counts.get("input_cache_creation", 0) + counts.get("input_cache_write", 0)
+                                      + counts.get("cache_creation_input_tokens", 0))
+    return usage
+
+
+def _message_text(output: Any) -> tuple[str | None, bool]:
+    """Model output text, and whether the output asks for tool calls."""
+    message = as_json(output)
+    if isinstance(message, dict):
+        extra = message.get("additional_kwargs")
+        calls = message.get("tool_calls") or (extra.get("tool_calls") if isinstance(extra, dict) else None)
+        content = message.get("content")
+        return (content if isinstance(content, str) and content else None), bool(calls)
+    return (output if isinstance(output, str) and output else None), False
+
+
+def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
+    get = attrs.get
+    obs_type = str(get(_OBS + "type", "")).lower()
+    kind = KINDS.get(obs_type, StepKind.OTHER)
+    output = get(_OBS + "output")
+    message = _tool_message(output) if kind is StepKind.OTHER and obs_type == "span" else None
+    if message is not None:
+        kind = StepKind.TOOL
+    draft.setdefault("kind", kind)
+    if (model := get(_OBS + "model.name")) is not None:
+        draft.setdefault("model", str(model))
+    if (provider := get(_OBS + "metadata.ls_provider")) is not None:
+        draft.setdefault("provider", str(provider))
+    if kind is StepKind.TOOL:
+        draft.setdefault("tool", str(message.get("name") or name) if message else name)
+        if message and message.get("tool_call_id") is not None:
+            draft.setdefault("tool_call_id", str(message["tool_call_id"]))
+        if (args := get(_OBS + "input")) is not None:
+            draft.setdefault("args", args)
+        result = message.get("content") if message else output
+        if result is not None:
+            draft.setdefault("result", result)
+    elif kind is StepKind.LLM:
+        for field, value in _usage(get(_OBS + "usage_details")).items():
+            draft.setdefault(field, value)
+        text, calls_tools = _message_text(output)
+        if text is not None:
+            draft.setdefault("output", text)
+        if calls_tools:
+            draft.setdefault("finish_reasons", ["tool_calls"])
+    elif kind is StepKind.AGENT and obs_type == "agent":
+        draft.setdefault("agent", name)
+    if str(get(_OBS + "level", "")).upper() == "ERROR":
+        draft.setdefault("error_type", "_OTHER")
