@@ -37,14 +37,17 @@ class Trace:
     steps: list[Step] = field(default_factory=list)
     llm_steps: list[Step] = field(default_factory=list)  # in end order
     root: Step | None = None
-    in_order: bool = True  # steps arrived in start-time order
+    in_order: bool = True  # model and tool calls arrived in start-time order (agent spans end, so come, last)
+    _last_start: int = 0
     classifier: Any = None  # per-trace classifier state, owned by the engine
     emitted: Any = None  # what the sinks were already told (live findings), owned by the processor
 
     def add(self, step: Step, now: float) -> None:
-        if self.steps and step.start_ns < self.steps[-1].start_ns:
-            self.in_order = False
         self.steps.append(step)
+        if step.kind is StepKind.LLM or step.kind is StepKind.TOOL:
+            if step.start_ns < self._last_start:
+                self.in_order = False
+            self._last_start = step.start_ns
         if step.kind is StepKind.LLM:
             if self.llm_steps and step.end_ns < self.llm_steps[-1].end_ns:
                 bisect.insort(self.llm_steps, step, key=end_time)

@@ -208,6 +208,8 @@ class Processor:
         return trace.emitted
 
     def _increment(self, published: Published, findings: Iterable[Finding], waste: Waste) -> Increment:
+        if not findings and not waste.repeated_by_tool:
+            return Increment(published.service, published.agent, [], {}, {}, {})
         modes = [MODES[f.code] for f in findings if f.code not in published.modes]
         published.modes.update(m.code for m in modes)
         old = published.waste
@@ -235,8 +237,8 @@ class Processor:
         started = time.perf_counter()
         findings = self.engine.finish(trace)
         published = self._labels(trace)
-        waste = self._waste(trace, findings.values())
-        increment = self._increment(published, findings.values(), waste)
+        waste = self._waste(trace, findings.values()) if findings else Waste()
+        increment = self._increment(published, list(findings.values()), waste)
         verdict = self._verdict(trace, published, findings, waste, reason)
         for exporter in self.exporters:
             exporter.export_verdict(verdict, increment)

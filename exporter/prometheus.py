@@ -8,6 +8,7 @@ Label values that come from spans (service, agent, model, tool) are untrusted: e
 from __future__ import annotations
 
 import threading
+from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from mastwatch.collector.processor import Increment
@@ -145,6 +146,7 @@ class PrometheusExporter:
                                      "steps, by type", ["service", "agent", "model", "type"], registry=r)
         self.wasted_cost = Counter("mast_wasted_cost_usd", "USD spent on the model calls that produced "
                                    "repeated steps", ["service", "agent", "model"], registry=r)
+        self._children: dict[tuple, Any] = {}  # bounded: every label value passes the limiter
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -153,27 +155,36 @@ class PrometheusExporter:
         self._server, self._thread = start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)
         return self._server.server_address[:2]
 
+    def _child(self, metric: Counter, *labels: str):
+        """metric.labels(*labels), cached: labels() validates and locks on every call."""
+        key = (metric, labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def export_increment(self, inc: Increment) -> None:
-        limit = self.limit
+        limit, child = self.limit, self._child
         service, agent = limit("service", inc.service), limit("agent", inc.agent)
         for mode in inc.modes:
-            self.mode_traces.labels(service, agent, mode.code, mode.category).inc()
+            child(self.mode_traces, service, agent, mode.code, mode.category).inc()
         for tool, n in inc.repeated_by_tool.items():
-            self.repeated.labels(service, agent, limit("tool", tool)).inc(n)
+            child(self.repeated, service, agent, limit("tool", tool)).inc(n)
         for (model, kind), n in inc.wasted_tokens.items():
-            self.wasted_tokens.labels(service, agent, limit("model", model), kind).inc(n)
+            child(self.wasted_tokens, service, agent, limit("model", model), kind).inc(n)
         for model, usd in inc.wasted_cost.items():
-            self.wasted_cost.labels(service, agent, limit("model", model)).inc(usd)
+            child(self.wasted_cost, service, agent, limit("model", model)).inc(usd)
 
     def export_verdict(self, verdict: Verdict, inc: Increment) -> None:
-        self.export_increment(inc)
-        limit = self.limit
+        if inc.modes or inc.repeated_by_tool or inc.wasted_tokens or inc.wasted_cost:
+            self.export_increment(inc)
+        limit, child = self.limit, self._child
         service, agent = limit("service", verdict.service), limit("agent", verdict.agent)
-        self.traces.labels(service, agent).inc()
+        child(self.traces, service, agent).inc()
         for (model, kind), n in verdict.tokens.items():
-            self.tokens.labels(service, agent, limit("model", model), kind).inc(n)
+            child(self.tokens, service, agent, limit("model", model), kind).inc(n)
         for model, usd in verdict.cost.items():
-            self.cost.labels(service, agent, limit("model", model)).inc(usd)
+            child(self.cost, service, agent, limit("model", model)).inc(usd)
 
     def shutdown(self) -> None:
         if self._server is not None:

@@ -69,3 +69,21 @@ def test_unknown_model_is_counted_unpriced(server) -> None:
     assert server.sample("mast_cost_usd_total", model="acme-internal-llm-7") == 0
     assert server.sample("mastwatch_unpriced_llm_calls_total", model="acme-internal-llm-7") == 1
     tp.shutdown()
+
+
+def test_metrics_pass_promtool_check(server) -> None:
+    """The exposition is valid for Prometheus's own linter (promtool from the prometheus package)."""
+    import shutil
+    import subprocess
+
+    tp = provider("grpc", server.grpc_endpoint)
+    tracer = tp.get_tracer("test")
+    with agent_run(tracer):
+        for _ in range(3):
+            step(tracer, "query_prometheus", {"q": "up"})
+    server.wait_for(lambda: server.sample("mast_traces_total") == 1)
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is installed by .ci/run (Debian package prometheus)"
+    result = subprocess.run([promtool, "check", "metrics"], input=server.metrics(), capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    tp.shutdown()

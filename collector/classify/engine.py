@@ -44,28 +44,35 @@ class ClassifierEngine:
     def _start(self, trace: Trace) -> TraceFindings:
         return TraceFindings([cls(s, trace) for cls, s in self.detectors])
 
-    def _call(self, state: TraceFindings, detector: Detector, method: str, *args: Any) -> Finding | None:
-        try:
-            return getattr(detector, method)(*args)
-        except Exception:
-            log.exception("detector %s failed on trace %s; switched off for this trace",
-                          detector.code, detector.trace.trace_id.hex())
+    def _switch_off(self, state: TraceFindings, failed: list[Detector]) -> None:
+        for detector in failed:
             state.detectors.remove(detector)
             self.on_detector_error(detector.code)
-            return None
+
+    def _feed(self, state: TraceFindings, step: Step) -> list[Finding]:
+        changed: list[Finding] = []
+        failed: list[Detector] = []
+        for detector in state.detectors:
+            try:
+                finding = detector.observe(step)
+            except Exception:
+                log.exception("detector %s failed on trace %s; switched off for this trace",
+                              detector.code, detector.trace.trace_id.hex())
+                failed.append(detector)
+                continue
+            if finding is not None:
+                state.findings[finding.code] = finding
+                changed.append(finding)
+        if failed:
+            self._switch_off(state, failed)
+        return changed
 
     def observe(self, trace: Trace, step: Step) -> list[Finding]:
         """Feed one step; returns the findings that are new or changed."""
         state: TraceFindings = trace.classifier
         if state is None:
             state = trace.classifier = self._start(trace)
-        changed = []
-        for detector in list(state.detectors):
-            finding = self._call(state, detector, "observe", step)
-            if finding is not None:
-                state.findings[finding.code] = finding
-                changed.append(finding)
-        return changed
+        return self._feed(state, step)
 
     def finish(self, trace: Trace) -> dict[str, Finding]:
         """Final findings. Steps that arrived out of start order are classified again, in order."""
@@ -73,12 +80,18 @@ class ClassifierEngine:
         if not trace.in_order:
             state = self._start(trace)
             for step in trace.ordered_steps():
-                for detector in list(state.detectors):
-                    self._call(state, detector, "observe", step)
+                self._feed(state, step)
         findings: dict[str, Finding] = {}
-        for detector in list(state.detectors):
-            finding = self._call(state, detector, "finish")
+        failed: list[Detector] = []
+        for detector in state.detectors:
+            try:
+                finding = detector.finish()
+            except Exception:
+                log.exception("detector %s failed finishing trace %s", detector.code, trace.trace_id.hex())
+                failed.append(detector)
+                continue
             if finding is not None:
                 findings[finding.code] = finding
+        self._switch_off(state, failed)
         trace.classifier = state
         return findings

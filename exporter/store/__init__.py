@@ -6,6 +6,7 @@ wait in a bounded queue; when it is full the oldest rows are dropped and counted
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -44,7 +45,7 @@ def trace_row(v: Verdict) -> dict[str, Any]:
         "input_tokens": v.input_tokens, "output_tokens": v.output_tokens, "cost_usd": v.cost_usd,
         "failure_modes": sorted(v.findings), "repeated_steps": d["repeated_steps"],
         "wasted_input_tokens": d["wasted_input_tokens"], "wasted_output_tokens": d["wasted_output_tokens"],
-        "wasted_cost_usd": v.wasted_cost_usd, "verdict": v.to_json(),
+        "wasted_cost_usd": v.wasted_cost_usd, "verdict": json.dumps(d, ensure_ascii=False),
     }
 
 

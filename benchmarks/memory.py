@@ -1,0 +1,60 @@
+"""Resident memory per buffered span: traces whose root has not ended stay in the assembler.
+
+  python benchmarks/memory.py [--spans 200000]
+
+Each figure comes from a fresh process: resident set size after buffering N spans minus before, over N.
+Without content attributes, and with 20 kB tool results and arguments on every tool span (content is
+fingerprinted and previewed, never kept whole).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import multiprocessing as mp
+import os
+
+from traffic import requests
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def measure(out, spans: int, content: bool) -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from mastwatch.collector.processor import Processor, ProcessorConfig
+    from mastwatch.replay import _NoTelemetry
+
+    bodies = requests(spans, 1000, content=content, roots=False)
+    processor = Processor(ProcessorConfig(decision_wait=3600, max_trace_age=3600, max_traces=10**7), [],
+                          _NoTelemetry())
+    processor.process(ExportTraceServiceRequest.FromString(requests(1000, 1000, content, False)[0]), now=0.0)
+    gc.collect()
+    before = _rss()
+    for body in bodies:
+        processor.process(ExportTraceServiceRequest.FromString(body), now=0.0)
+    gc.collect()
+    buffered = processor.assembler.spans_buffered
+    out.put((buffered, (_rss() - before) / (buffered - 900)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--spans", type=int, default=200_000)
+    args = parser.parse_args()
+    ctx = mp.get_context("spawn")
+    for content in (False, True):
+        out = ctx.Queue()
+        p = ctx.Process(target=measure, args=(out, args.spans, content))
+        p.start()
+        buffered, per_span = out.get()
+        p.join()
+        label = "with 20 kB content" if content else "without content"
+        print(f"{label:>20}: {per_span:,.0f} bytes resident per buffered span ({buffered:,} spans buffered)")
+
+
+if __name__ == "__main__":
+    main()
