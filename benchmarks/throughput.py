@@ -21,6 +21,7 @@ import threading
 import time
 
 import grpc
+
 from traffic import requests
 
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"

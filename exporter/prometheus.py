@@ -11,10 +11,11 @@ import threading
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
-from mastwatch.collector.processor import Increment
-from mastwatch.collector.verdict import Verdict
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from pydantic import BaseModel, ConfigDict, Field
+
+from mastwatch.collector.processor import Increment
+from mastwatch.collector.verdict import Verdict
 
 OVERFLOW = "other"
 

@@ -82,7 +82,7 @@ def test_invalid_spans_are_rejected_with_partial_success_and_the_rest_kept(serve
 
 
 def test_malformed_requests_get_invalid_argument_and_the_stream_goes_on(server) -> None:
-    status, headers, body = post(server.http_url, b"\xff\xff\xff garbage")
+    status, _, body = post(server.http_url, b"\xff\xff\xff garbage")
     assert status == 400 and Status.FromString(body).code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
     status, _, body = post(server.http_url, b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}',
                            "application/json")

@@ -23,6 +23,8 @@ def claims(attrs: dict[str, Any]) -> bool:
 
 def _tool_message(output: Any) -> dict[str, Any] | None:
     """A LangChain ToolMessage, as the Python ({"type": "tool", ...}) or JS (lc constructor) handler dumps it."""
+    if not isinstance(output, str) or ("tool_call_id" not in output and "ToolMessage" not in output):
+        return None  # cheap test first: span outputs can be whole graph states
     message = as_json(output)
     if not isinstance(message, dict):
         return None

@@ -13,11 +13,11 @@ import time
 from collections import deque
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from mastwatch.collector.classify.modes import MODES
 from mastwatch.collector.processor import Increment
 from mastwatch.collector.verdict import Verdict, rfc3339
-from pydantic import BaseModel, ConfigDict, Field
-
 from mastwatch.durations import Duration
 
 from .schema import FINDINGS, TRACES, ddl

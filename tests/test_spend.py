@@ -1,0 +1,107 @@
+"""Token spend and its price (genai-prices), and what repeated steps wasted."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from genai_prices import Usage, calc_price
+
+from mastwatch.collector.spend import Pricer, Waste, producer
+from mastwatch.collector.steps import Step, StepKind
+
+_ids = itertools.count(1)
+
+
+def make_step(kind: StepKind, start: int, end: int, parent: bytes = b"\x01", **fields: Any) -> Step:
+    return Step(trace_id=b"\x07" * 16, span_id=next(_ids).to_bytes(8, "big"), parent_span_id=parent, kind=kind,
+                name=kind.name, start_ns=start, end_ns=end, service="svc", **fields)
+
+
+def llm(input_tokens: int = 0, output_tokens: int = 0, cache_read: int = 0, cache_write: int = 0, *,
+        start: int = 0, end: int = 1, parent: bytes = b"\x01", model: str = "gpt-4.1-mini") -> Step:
+    return make_step(StepKind.LLM, start, end, parent, model=model, provider="openai", input_tokens=input_tokens,
+                     output_tokens=output_tokens, cache_read_tokens=cache_read, cache_write_tokens=cache_write)
+
+
+def tool(start: int, parent: bytes = b"\x01", name: str = "search") -> Step:
+    return make_step(StepKind.TOOL, start, start + 1, parent, tool=name)
+
+
+def price(model: str, provider: str | None, s: Step) -> float:
+    usage = Usage(input_tokens=s.input_tokens, output_tokens=s.output_tokens, cache_read_tokens=s.cache_read_tokens,
+                  cache_write_tokens=s.cache_write_tokens)
+    return float(calc_price(usage, model_ref=model, provider_id=provider).total_price)
+
+
+def test_flat_price_matches_genai_prices() -> None:
+    calls = [llm(12_000, 800, cache_read=9_000), llm(3_000, 150), llm(40_000, 2_000, cache_read=38_000)]
+    cost = Pricer().cost("gpt-4.1-mini", "openai", calls)
+    assert cost is not None and cost > 0
+    assert cost == pytest.approx(sum(price("gpt-4.1-mini", "openai", s) for s in calls), abs=1e-9)
+    # cache reads are cheaper than uncached input: the same call without them costs more
+    assert cost < Pricer().cost("gpt-4.1-mini", "openai", [llm(12_000, 800), llm(3_000, 150), llm(40_000, 2_000)])
+
+
+def test_tiered_price_is_per_call() -> None:
+    calls = [llm(10_000, 500, model="gemini-2.5-pro"), llm(250_000, 1_000, model="gemini-2.5-pro")]
+    cost = Pricer().cost("gemini-2.5-pro", "google", calls)
+    per_call = [price("gemini-2.5-pro", "google", s) for s in calls]
+    assert cost == pytest.approx(sum(per_call), abs=1e-9)
+    # the call above 200k input tokens is priced at the higher tier, not at the first call's rates
+    assert per_call[1] > 25 * price("gemini-2.5-pro", "google", llm(10_000, 40))
+
+
+def test_unknown_model_is_unpriced() -> None:
+    assert Pricer().cost("no-such-model-xyz", "openai", [llm(100, 10)]) is None
+    assert Pricer().cost(None, None, [llm(100, 10)]) is None
+
+
+def test_unknown_provider_still_prices_a_known_model() -> None:
+    calls = [llm(5_000, 300)]
+    assert Pricer().cost("gpt-4.1-mini", "my-gateway", calls) == pytest.approx(
+        Pricer().cost("gpt-4.1-mini", "openai", calls), abs=1e-12)
+
+
+def test_provider_prefixed_model_id_is_priced() -> None:
+    calls = [llm(5_000, 300, model="mistral/mistral-small-latest")]  # any-agent / LiteLLM form
+    cost = Pricer().cost("mistral/mistral-small-latest", None, calls)
+    assert cost == pytest.approx(price("mistral-small-latest", "mistral", calls[0]), abs=1e-12) and cost > 0
+
+
+def test_producer_is_latest_call_ended_before_the_tool() -> None:
+    a, b = b"\x0a", b"\x0b"
+    first = llm(start=0, end=10, parent=a)
+    other = llm(start=5, end=20, parent=b)
+    late = llm(start=25, end=40, parent=a)
+    calls = [first, other, late]  # in end order
+    assert producer(tool(30, parent=b), calls) is other  # `late` had not ended yet
+    assert producer(tool(30, parent=a), calls) is first  # same parent preferred over a later other-parent call
+    assert producer(tool(15, parent=b), calls) is first  # `other` ended after the tool started
+    assert producer(tool(5, parent=a), calls) is None
+    assert producer(late, calls) is late
+
+
+def test_waste_counts_a_producer_once() -> None:
+    model_call = llm(1_000, 100, start=0, end=10)
+    parallel = [tool(11, name="search"), tool(11, name="lookup")]  # one model call asked for both
+    waste = Waste()
+    waste.add(parallel, [model_call], Pricer())
+    assert waste.repeated_by_tool == {"search": 1, "lookup": 1} and waste.repeated_steps == 2
+    assert waste.token_total("input") == 1_000 and waste.token_total("output") == 100
+    assert waste.cost["gpt-4.1-mini"] == pytest.approx(price("gpt-4.1-mini", "openai", model_call), abs=1e-12)
+
+
+def test_waste_is_incremental() -> None:
+    calls = [llm(1_000 * (i + 1), 10 * (i + 1), cache_read=100 * i, start=20 * i, end=20 * i + 5) for i in range(4)]
+    repeated = [tool(20 * i + 6) for i in range(4)]
+    once = Waste()
+    once.add(repeated, calls, Pricer())
+    twice = Waste()
+    twice.add(repeated[:2], calls, Pricer())
+    twice.add(repeated, calls, Pricer())
+    assert (twice.repeated_by_tool, twice.tokens, twice.producers) == (once.repeated_by_tool, once.tokens,
+                                                                       once.producers)
+    assert twice.cost == pytest.approx(once.cost) and once.repeated_steps == 4
+    assert once.token_total("cache_read") == 600 and once.token_total("input") == 10_000 - 600

@@ -1,0 +1,237 @@
+"""FM-1.3 step repetition: the detector on step sequences, and the whole processor path with its spend."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+from genai_prices import Usage, calc_price
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+from mastwatch.collector.assemble import Trace
+from mastwatch.collector.classify.detectors.step_repetition import StepRepetition, StepRepetitionSettings
+from mastwatch.collector.normalize.attributes import canonical_json, fingerprint
+from mastwatch.collector.processor import Increment, Processor, ProcessorConfig
+from mastwatch.collector.steps import Finding, Step, StepKind
+from mastwatch.collector.verdict import Verdict
+
+_ids = itertools.count(1)
+MS = 1_000_000
+
+
+def fp(value: Any) -> int:
+    return fingerprint(canonical_json(value))
+
+
+def make_step(kind: StepKind, **fields: Any) -> Step:
+    n = next(_ids)
+    return Step(trace_id=b"\x01" * 16, span_id=n.to_bytes(8, "big"), parent_span_id=b"\x09" * 8, kind=kind,
+                name=f"step {n}", start_ns=n * MS, end_ns=n * MS + MS // 2, service="svc", **fields)
+
+
+def call(tool: str, args: Any = None, *, result: Any = None, error: bool = False, known: bool = True) -> Step:
+    """A tool step; `known=False` is a call whose arguments were not captured."""
+    return make_step(StepKind.TOOL, tool=tool, args_fingerprint=fp(args) if known else None,
+                     args_preview=canonical_json(args) if known else None,
+                     result_fingerprint=None if result is None else fp(result), error=error)
+
+
+def reply(text: str, finish: tuple[str, ...] = ("stop",)) -> Step:
+    return make_step(StepKind.LLM, model="gpt-4.1-mini", output_fingerprint=fingerprint(text),
+                     output_chars=len(text), output_preview=text[:40], finish_reasons=finish)
+
+
+def run(steps: list[Step], **settings: Any) -> tuple[list[Finding | None], Finding | None]:
+    """What observe returned for each step, and the final finding."""
+    detector = StepRepetition(StepRepetitionSettings(**settings), Trace(b"\x01" * 16, 0.0, 0.0))
+    live = [detector.observe(s) for s in steps]
+    return live, detector.finish()
+
+
+def fired_at(live: list[Finding | None]) -> list[int]:
+    return [i + 1 for i, f in enumerate(live) if f is not None]
+
+
+# --- same call with equivalent arguments ------------------------------------------------------
+
+
+def test_three_equivalent_calls_fire_live_with_evidence() -> None:
+    steps = [call("search_flights", {"to": "Rome", "date": "2026-05-01"}) for _ in range(3)]
+    live, final = run(steps)
+    assert fired_at(live) == [3]
+    finding = live[2]
+    assert finding is not None and finding.code == "FM-1.3" and finding.basis == "structure"
+    assert finding.evidence == [s.span_id for s in steps]
+    assert "search_flights" in finding.reason and "3 times" in finding.reason
+    assert finding.repeated == steps[1:]
+    assert final is not None and final.evidence == finding.evidence
+
+
+def test_two_calls_do_not_fire() -> None:
+    live, final = run([call("search", {"q": "x"}), call("search", {"q": "x"})])
+    assert fired_at(live) == [] and final is None
+
+
+def test_different_arguments_do_not_fire() -> None:
+    assert run([call("search", {"q": q}) for q in ("a", "b", "c", "d")])[1] is None
+
+
+def test_key_order_does_not_matter() -> None:
+    live, _ = run([call("search", {"q": "x", "n": 1}), call("search", {"n": 1, "q": "x"}),
+                   call("search", json.dumps({"n": 1, "q": "x"}, indent=2))])
+    assert fired_at(live) == [3]
+
+
+def test_retries_after_a_failure_are_not_repetition() -> None:
+    failing = [call("charge_card", {"amount": 10}, error=True) for _ in range(5)]
+    live, _ = run(failing)  # retry_limit 2: calls 2 and 3 are retries, 1, 4 and 5 count
+    assert fired_at(live) == [5]
+    live, _ = run([call("charge_card", {"amount": 10}, error=True) for _ in range(6)], retry_limit=3)
+    assert fired_at(live) == [6]
+    live, _ = run([call("charge_card", {"amount": 10}, error=True) for _ in range(3)], retry_limit=0)
+    assert fired_at(live) == [3]
+
+
+def test_polling_tools_are_exempt() -> None:
+    assert run([call("get_job_status", {"id": 7}) for _ in range(6)], polling_tools=["get_*_status"])[1] is None
+    live, _ = run([call("get_job_result", {"id": 7}) for _ in range(3)], polling_tools=["get_*_status"])
+    assert fired_at(live) == [3]
+
+
+def test_a_changed_result_means_the_world_changed() -> None:
+    assert run([call("read_queue", {"q": "jobs"}, result=f"{n} jobs") for n in (3, 2, 1)])[1] is None
+    live, _ = run([call("read_queue", {"q": "jobs"}, result="3 jobs") for _ in range(3)])
+    assert fired_at(live) == [3]
+
+
+def test_legit_re_read_after_edit() -> None:
+    path = {"path": "src/app.py"}
+    assert run([call("read_file", path), call("edit_file", path), call("read_file", path)])[1] is None
+
+
+# --- cycles -----------------------------------------------------------------------------------
+
+
+def test_cycle_of_two_fires() -> None:
+    steps = [call("open_ticket", {"id": 1}), call("close_ticket", {"id": 1}),
+             call("open_ticket", {"id": 1}), call("close_ticket", {"id": 1})]
+    live, final = run(steps)
+    assert fired_at(live) == [4]
+    assert final is not None and "open_ticket→close_ticket" in final.reason
+    assert final.repeated == steps[2:]
+
+
+def test_cycle_of_three_fires() -> None:
+    steps = [call(t, {"id": 1}) for t in ("a", "b", "c", "a", "b", "c")]
+    live, final = run(steps)
+    assert fired_at(live) == [6] and final is not None and final.repeated == steps[3:]
+
+
+def test_broken_cycle_does_not_fire() -> None:
+    assert run([call(t, {"id": 1}) for t in ("a", "b", "a", "c")])[1] is None
+
+
+# --- model output and uncaptured arguments ---------------------------------------------------------
+
+
+def test_identical_long_model_output_fires_on_content() -> None:
+    text = "I could not find any flights to Rome on that date, please pick another."
+    steps = [reply(text), reply(text)]
+    live, final = run(steps)
+    assert fired_at(live) == [2]
+    assert final is not None and final.basis == "content" and final.repeated == [steps[1]]
+
+
+def test_tool_call_outputs_and_short_outputs_do_not_fire() -> None:
+    text = "Calling search_flights with destination Rome and date 2026-05-01."
+    for finish in (("tool_call",), ("tool_calls",), ("tool-calls",)):
+        assert run([reply(text, finish), reply(text, finish)])[1] is None
+    assert run([reply("OK, done."), reply("OK, done.")])[1] is None  # shorter than output_min_chars
+
+
+def test_run_of_calls_without_arguments_fires_with_low_confidence() -> None:
+    live, final = run([call("list_orders", known=False) for _ in range(5)])
+    assert fired_at(live) == [5]
+    assert final is not None and final.confidence < 0.5 and len(final.repeated) == 4
+    assert run([call("list_orders", known=False) for _ in range(4)])[1] is None
+
+
+# --- whole processor path -----------------------------------------------------------------------------
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.increments: list[Increment] = []
+        self.verdicts: list[Verdict] = []
+
+    def export_increment(self, increment: Increment) -> None:
+        self.increments.append(increment)
+
+    def export_verdict(self, verdict: Verdict, increment: Increment) -> None:
+        self.verdicts.append(verdict)
+
+    def shutdown(self) -> None:
+        pass
+
+
+class NoTelemetry:
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: None
+
+
+def otlp_span(n: int, parent: int, name: str, start: int, end: int, **attrs: Any) -> Span:
+    def value(v: Any) -> AnyValue:
+        return AnyValue(int_value=v) if isinstance(v, int) else AnyValue(string_value=str(v))
+
+    return Span(trace_id=b"\x07" * 16, span_id=n.to_bytes(8, "big"),
+                parent_span_id=parent.to_bytes(8, "big") if parent else b"", name=name,
+                start_time_unix_nano=start, end_time_unix_nano=end,
+                attributes=[KeyValue(key=k.replace("__", "."), value=value(v)) for k, v in attrs.items()])
+
+
+LLM_TOKENS = [(1000, 40), (1100, 50), (1200, 60), (1300, 70), (1400, 80)]  # five model calls
+
+
+def loop_request() -> ExportTraceServiceRequest:
+    """A model call before each of 4 identical tool calls, then a last model call answering."""
+    spans = [otlp_span(1, 0, "invoke_agent booker", 0, 100 * MS, gen_ai__operation__name="invoke_agent",
+                       gen_ai__agent__name="booker")]
+    t = MS
+    for i, (tokens_in, tokens_out) in enumerate(LLM_TOKENS):
+        spans.append(otlp_span(10 + i, 1, "chat gpt-4.1-mini", t, t + 5 * MS, gen_ai__operation__name="chat",
+                               gen_ai__provider__name="openai", gen_ai__request__model="gpt-4.1-mini",
+                               gen_ai__usage__input_tokens=tokens_in, gen_ai__usage__output_tokens=tokens_out))
+        t += 6 * MS
+        if i < 4:
+            spans.append(otlp_span(20 + i, 1, "execute_tool search_flights", t, t + 2 * MS,
+                                   gen_ai__operation__name="execute_tool", gen_ai__tool__name="search_flights",
+                                   gen_ai__tool__call__arguments='{"to": "Rome", "date": "2026-05-01"}'))
+            t += 3 * MS
+    resource = Resource(attributes=[KeyValue(key="service.name", value=AnyValue(string_value="travel"))])
+    return ExportTraceServiceRequest(resource_spans=[ResourceSpans(resource=resource,
+                                                                   scope_spans=[ScopeSpans(spans=spans)])])
+
+
+def test_processor_verdict_counts_the_waste_of_repeated_calls() -> None:
+    sink = Sink()
+    processor = Processor(ProcessorConfig(), [sink], NoTelemetry())
+    processor.process(loop_request(), now=0.0)
+    live = [m.code for inc in sink.increments for m in inc.modes]
+    assert live == ["FM-1.3"] and not sink.verdicts  # published while the trace is still open
+    processor.drain()
+    (verdict,) = sink.verdicts
+    out = verdict.to_dict()
+    assert (out["llm_calls"], out["tool_calls"], out["agent"]) == (5, 4, "booker")
+    assert out["repeated_steps"] == 3 and verdict.waste.repeated_by_tool == {"search_flights": 3}
+    producers = LLM_TOKENS[1:4]  # the calls that asked for tool calls 2, 3 and 4
+    assert out["wasted_input_tokens"] == sum(i for i, _ in producers) == 3600
+    assert out["wasted_output_tokens"] == sum(o for _, o in producers) == 180
+    expected = sum(float(calc_price(Usage(input_tokens=i, output_tokens=o), model_ref="gpt-4.1-mini",
+                                    provider_id="openai").total_price) for i, o in producers)
+    assert verdict.wasted_cost_usd > 0
+    assert abs(verdict.wasted_cost_usd - expected) < 1e-9
+    assert out["failure_modes"]["FM-1.3"]["evidence"] == [(20 + i).to_bytes(8, "big").hex() for i in range(4)]
