@@ -23,19 +23,18 @@ def _rss() -> int:
 
 
 def measure(out, spans: int, content: bool) -> None:
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
     from mastwatch.collector.processor import Processor, ProcessorConfig
+    from mastwatch.collector.receiver.decode import decode
     from mastwatch.replay import _NoTelemetry
 
     bodies = requests(spans, 1000, content=content, roots=False)
     processor = Processor(ProcessorConfig(decision_wait=3600, max_trace_age=3600, max_traces=10**7), [],
                           _NoTelemetry())
-    processor.process(ExportTraceServiceRequest.FromString(requests(1000, 1000, content, False)[0]), now=0.0)
+    processor.process(decode(requests(1000, 1000, content, False)[0]).spans, now=0.0)
     gc.collect()
     before = _rss()
     for body in bodies:
-        processor.process(ExportTraceServiceRequest.FromString(body), now=0.0)
+        processor.process(decode(body).spans, now=0.0)
     gc.collect()
     buffered = processor.assembler.spans_buffered
     out.put((buffered, (_rss() - before) / (buffered - 900)))

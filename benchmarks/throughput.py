@@ -59,8 +59,8 @@ class _DecodeOnly:
     def __init__(self) -> None:
         self.spans = 0
 
-    def submit(self, request, spans: int) -> bool:
-        self.spans += spans
+    def submit(self, spans: list) -> bool:
+        self.spans += len(spans)
         return True
 
 

@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from pydantic import BaseModel, ConfigDict, Field
 
 from mastwatch.durations import Duration
@@ -23,7 +22,8 @@ from mastwatch.durations import Duration
 from .assemble import SHUTDOWN, Trace, TraceAssembler
 from .classify.engine import ClassifierEngine
 from .classify.modes import MODES, FailureMode
-from .normalize import normalize_span, resource_service
+from .normalize import normalize_span
+from .receiver.decode import SpanRecord
 from .spend import Pricer, Waste
 from .steps import Finding, StepKind
 from .verdict import Verdict
@@ -100,7 +100,7 @@ class Processor:
             decision_wait=config.decision_wait, max_age=config.max_trace_age,
             max_spans=config.max_spans_per_trace, max_traces=config.max_traces,
             late_span_memory=config.late_span_memory, on_complete=self._complete)
-        self._queue: queue.SimpleQueue[ExportTraceServiceRequest | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[SpanRecord] | None] = queue.SimpleQueue()
         self._queued_spans = 0
         self._queue_lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -108,14 +108,15 @@ class Processor:
         self._late_reported = 0
 
     # --- receiving side (any thread) ---
-    def submit(self, request: ExportTraceServiceRequest, spans: int) -> bool:
-        """Queue a validated request; False when the queue is full (the caller signals backpressure)."""
+    def submit(self, spans: list[SpanRecord]) -> bool:
+        """Queue the spans of one request; False when the queue is full (the caller signals backpressure)."""
+        n = len(spans)
         with self._queue_lock:
             # a request larger than the whole queue is taken when the queue is empty, never refused forever
-            if self._stopping or (self._queued_spans and self._queued_spans + spans > self.config.queue_spans):
+            if self._stopping or (self._queued_spans and self._queued_spans + n > self.config.queue_spans):
                 return False
-            self._queued_spans += spans
-        self._queue.put(request)
+            self._queued_spans += n
+        self._queue.put(spans)
         return True
 
     @property
@@ -158,27 +159,22 @@ class Processor:
         self.drain()
 
     # --- processing (processor thread, or directly for replay) ---
-    def process(self, request: ExportTraceServiceRequest, now: float | None = None) -> None:
+    def process(self, spans: list[SpanRecord], now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
         assembler, engine = self.assembler, self.engine
-        n = 0
-        for resource_spans in request.resource_spans:
-            service = resource_service(resource_spans)
-            for scope_spans in resource_spans.scope_spans:
-                for span in scope_spans.spans:
-                    n += 1
-                    step = normalize_span(span, service)
-                    trace = assembler.add(step, now)
-                    if trace is None:
-                        continue
-                    changed = engine.observe(trace, step)
-                    if changed:
-                        self._publish_live(trace, changed)
-                    if len(trace.steps) >= assembler.max_spans:
-                        assembler.check_full(trace)
+        for record in spans:
+            step = normalize_span(record)
+            trace = assembler.add(step, now)
+            if trace is None:
+                continue
+            changed = engine.observe(trace, step)
+            if changed:
+                self._publish_live(trace, changed)
+            if len(trace.steps) >= assembler.max_spans:
+                assembler.check_full(trace)
         with self._queue_lock:
-            self._queued_spans = max(self._queued_spans - n, 0)
-        self.telemetry.spans_processed(n)
+            self._queued_spans = max(self._queued_spans - len(spans), 0)
+        self.telemetry.spans_processed(len(spans))
 
     def tick(self, now: float | None = None) -> None:
         self.assembler.tick(time.monotonic() if now is None else now)

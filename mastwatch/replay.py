@@ -12,11 +12,9 @@ import sys
 from collections.abc import Iterator
 from typing import TextIO
 
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
 from mastwatch.collector.assemble import END_OF_INPUT
 from mastwatch.collector.processor import Increment, Processor, ProcessorConfig
+from mastwatch.collector.receiver.decode import SpanRecord, decode, records
 from mastwatch.collector.receiver.otlp_json import parse_request
 from mastwatch.collector.verdict import Verdict
 
@@ -39,25 +37,24 @@ def _length_prefixed(data: bytes) -> list[bytes] | None:
     return out
 
 
-def read_requests(path: str) -> Iterator[ExportTraceServiceRequest]:
+def read_requests(path: str) -> Iterator[list[SpanRecord]]:
+    """The spans of each request in a file (spans with invalid ids are left out, as the receiver does)."""
     with open(path, "rb") as f:
         data = f.read()
     if data.lstrip()[:1] == b"{":
         for number, line in enumerate(data.splitlines(), 1):
             if line.strip():
                 try:
-                    yield parse_request(line)
+                    yield records(parse_request(line)).spans
                 except ValueError as e:
                     raise ReplayError(f"{path}:{number}: {e}") from None
         return
     chunks = _length_prefixed(data) or [data]
     for chunk in chunks:
-        request = ExportTraceServiceRequest()
         try:
-            request.ParseFromString(chunk)
-        except DecodeError as e:
+            yield decode(chunk).spans
+        except ValueError as e:
             raise ReplayError(f"{path}: not OTLP/JSON lines nor OTLP protobuf ({e})") from None
-        yield request
 
 
 class JsonLinesExporter:
@@ -86,9 +83,9 @@ def replay(paths: list[str], exporters: list, config: ProcessorConfig | None = N
     processor = Processor(config or ProcessorConfig(), exporters, _NoTelemetry())
     spans = 0
     for path in paths:
-        for request in read_requests(path):
-            spans += sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
-            processor.process(request, now=0.0)
+        for records_ in read_requests(path):
+            spans += len(records_)
+            processor.process(records_, now=0.0)
     processor.drain(END_OF_INPUT)
     for exporter in exporters:
         exporter.shutdown()

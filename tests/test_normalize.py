@@ -11,8 +11,9 @@ import pytest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from mastwatch.collector.normalize import normalize_span, resource_service
-from mastwatch.collector.normalize.attributes import PREVIEW_CHARS, attributes
+from mastwatch.collector.normalize import normalize_span
+from mastwatch.collector.normalize.attributes import PREVIEW_CHARS, any_value, attributes
+from mastwatch.collector.receiver.decode import SpanRecord
 from mastwatch.collector.steps import Step, StepKind
 from tests.otlp_corpus import DATA_DIR, corpus
 
@@ -41,8 +42,13 @@ def make_span(name: str, attrs: dict[str, Any], error: bool = False) -> Span:
                 status=Status(code=Status.STATUS_CODE_ERROR if error else Status.STATUS_CODE_UNSET))
 
 
+def as_record(span: Span, service: str = "svc") -> SpanRecord:
+    return SpanRecord(service, span.trace_id, span.span_id, span.parent_span_id, span.name, span.start_time_unix_nano,
+                      span.end_time_unix_nano, span.status.code, attributes(span.attributes))
+
+
 def step(name: str, attrs: dict[str, Any], error: bool = False) -> Step:
-    return normalize_span(make_span(name, attrs, error), "svc")
+    return normalize_span(as_record(make_span(name, attrs, error)))
 
 
 def tool(args: Any, name: str = "search") -> Step:
@@ -266,8 +272,9 @@ def normalised() -> dict[tuple[str, str], list[tuple[Span, Step]]]:
     for source, run_id, request in corpus():
         pairs = out.setdefault((source, run_id), [])
         for rs in request.resource_spans:
-            service = resource_service(rs)
-            pairs += [(span, normalize_span(span, service)) for ss in rs.scope_spans for span in ss.spans]
+            service = next((str(any_value(kv.value)) for kv in rs.resource.attributes if kv.key == "service.name"),
+                           "unknown_service")
+            pairs += [(span, normalize_span(as_record(span, service))) for ss in rs.scope_spans for span in ss.spans]
     return out
 
 

@@ -16,6 +16,7 @@ from mastwatch.collector.assemble import Trace
 from mastwatch.collector.classify.detectors.step_repetition import StepRepetition, StepRepetitionSettings
 from mastwatch.collector.normalize.attributes import canonical_json, fingerprint
 from mastwatch.collector.processor import Increment, Processor, ProcessorConfig
+from mastwatch.collector.receiver.decode import records
 from mastwatch.collector.steps import Finding, Step, StepKind
 from mastwatch.collector.verdict import Verdict
 
@@ -219,7 +220,7 @@ def loop_request() -> ExportTraceServiceRequest:
 def test_processor_verdict_counts_the_waste_of_repeated_calls() -> None:
     sink = Sink()
     processor = Processor(ProcessorConfig(), [sink], NoTelemetry())
-    processor.process(loop_request(), now=0.0)
+    processor.process(records(loop_request()).spans, now=0.0)
     live = [m.code for inc in sink.increments for m in inc.modes]
     assert live == ["FM-1.3"] and not sink.verdicts  # published while the trace is still open
     processor.drain()

@@ -5,17 +5,18 @@ Only fingerprints and short previews of message content, tool arguments and resu
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from typing import Any
-
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
+from typing import TYPE_CHECKING, Any
 
 from ..steps import Step, StepKind
 from . import genai, langfuse, openinference, openllmetry, vercel
-from .attributes import any_value, attributes, canonical_json, fingerprint, preview
+from .attributes import canonical_json, fingerprint, preview
+
+if TYPE_CHECKING:
+    from ..receiver.decode import SpanRecord
 
 CONVENTIONS = (genai, openinference, openllmetry, vercel, langfuse)
 _intern = sys.intern
+STATUS_ERROR = 2  # opentelemetry.proto.trace.v1.Status.STATUS_CODE_ERROR
 
 
 def _int(value: Any) -> int:
@@ -38,18 +39,14 @@ def _content(value: Any) -> tuple[int, str]:
     return fingerprint(text), preview(text)
 
 
-def normalize_span(span: Span, service: str) -> Step:
-    attrs = attributes(span.attributes)
+def normalize_span(span: SpanRecord) -> Step:
+    service, trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, attrs = span
     draft: dict[str, Any] = {}
     for convention in CONVENTIONS:
         if convention.claims(attrs):
-            convention.read(attrs, span.name, draft)
+            convention.read(attrs, name, draft)
     kind = draft.get("kind") or StepKind.OTHER
-    step = Step(
-        trace_id=span.trace_id, span_id=span.span_id, parent_span_id=span.parent_span_id, kind=kind,
-        name=_intern(span.name), start_ns=span.start_time_unix_nano, end_ns=span.end_time_unix_nano,
-        service=service,
-    )
+    step = Step(trace_id, span_id, parent_span_id, kind, _intern(name), start_ns, end_ns, _intern(service))
     if (agent := draft.get("agent")) is not None:
         step.agent = _intern(agent)
     if (model := draft.get("model")) is not None:
@@ -78,23 +75,9 @@ def normalize_span(span: Span, service: str) -> Step:
     if finish:
         step.finish_reasons = tuple(_intern(str(f)) for f in (finish if isinstance(finish, list) else [finish]))
     error_type = draft.get("error_type")
-    step.error = span.status.code == Status.STATUS_CODE_ERROR or error_type is not None
+    step.error = status_code == STATUS_ERROR or error_type is not None
     if error_type is not None:
         step.error_type = _intern(error_type)
     elif step.error:
         step.error_type = "_OTHER"
     return step
-
-
-def resource_service(resource_spans: ResourceSpans) -> str:
-    for kv in resource_spans.resource.attributes:
-        if kv.key == "service.name":
-            return _intern(str(any_value(kv.value)))
-    return "unknown_service"
-
-
-def iter_steps(resource_spans: ResourceSpans) -> Iterator[Step]:
-    service = resource_service(resource_spans)
-    for scope_spans in resource_spans.scope_spans:
-        for span in scope_spans.spans:
-            yield normalize_span(span, service)

@@ -1,7 +1,7 @@
 """The OTLP receiver: gRPC (TraceService/Export) and HTTP (POST /v1/traces), per the OTLP specification.
 
-Both protocols share `accept`: a request is decoded, its spans validated (bad ones are rejected with a
-reason in `partial_success`), and the rest queued for the processor. A full queue is backpressure:
+Both protocols decode a request into span records (see `decode`), then share `accept`: spans with bad
+ids are rejected with a reason in `partial_success`, the rest queued for the processor. A full queue is backpressure:
 gRPC RESOURCE_EXHAUSTED with RetryInfo, HTTP 429 with Retry-After. A malformed request is
 INVALID_ARGUMENT / HTTP 400 and disturbs nothing else.
 """
@@ -13,12 +13,13 @@ from typing import Protocol
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
-    ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 from pydantic import BaseModel, ConfigDict, Field
 
 from mastwatch.durations import Duration
+
+from .decode import Decoded, SpanRecord
 
 
 class GrpcConfig(BaseModel):
@@ -44,7 +45,7 @@ class ReceiverConfig(BaseModel):
 
 
 class Sink(Protocol):
-    def submit(self, request: ExportTraceServiceRequest, spans: int) -> bool: ...
+    def submit(self, spans: list[SpanRecord]) -> bool: ...
 
 
 class Counters(Protocol):
@@ -55,38 +56,23 @@ class Counters(Protocol):
 
 @dataclass
 class Outcome:
-    response: ExportTraceServiceResponse | None  # None: refused, see `status`
-    status: str = "ok"  # ok | busy
+    response: ExportTraceServiceResponse | None  # None: refused, the queue is full
     spans: int = 0
 
 
-def _drop_invalid(request: ExportTraceServiceRequest) -> tuple[int, int]:
-    """Remove spans whose ids are not 16/8 bytes; returns (kept, rejected)."""
-    kept = rejected = 0
-    for resource_spans in request.resource_spans:
-        for scope_spans in resource_spans.scope_spans:
-            spans = scope_spans.spans
-            bad = [i for i, s in enumerate(spans) if len(s.trace_id) != 16 or len(s.span_id) != 8
-                   or (s.parent_span_id and len(s.parent_span_id) != 8) or not any(s.trace_id)]
-            for i in reversed(bad):
-                del spans[i]
-            kept += len(spans)
-            rejected += len(bad)
-    return kept, rejected
-
-
-def accept(request: ExportTraceServiceRequest, sink: Sink, counters: Counters, protocol: str) -> Outcome:
-    kept, rejected = _drop_invalid(request)
-    counters.spans_received(protocol, kept + rejected)
+def accept(decoded: Decoded, sink: Sink, counters: Counters, protocol: str) -> Outcome:
+    """Queue a decoded request's valid spans; report the invalid ones in partial_success."""
+    spans, rejected = decoded
+    counters.spans_received(protocol, len(spans) + rejected)
     if rejected:
         counters.spans_rejected("invalid_id", rejected)
-    if kept and not sink.submit(request, kept):
-        counters.spans_rejected("queue_full", kept)
-        return Outcome(None, "busy", kept)
+    if spans and not sink.submit(spans):
+        counters.spans_rejected("queue_full", len(spans))
+        return Outcome(None, len(spans))
     response = ExportTraceServiceResponse()
     if rejected:
         response.partial_success.CopyFrom(ExportTracePartialSuccess(
             rejected_spans=rejected,
             error_message=f"{rejected} span(s) rejected: trace_id must be 16 bytes (not all zero), "
                           "span_id and parent_span_id 8 bytes"))
-    return Outcome(response, "ok", kept)
+    return Outcome(response, len(spans))

@@ -7,11 +7,10 @@ from concurrent import futures
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
-from google.protobuf.message import DecodeError
 from google.rpc.error_details_pb2 import RetryInfo
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from . import Counters, GrpcConfig, Sink, accept
+from .decode import decode
 
 log = logging.getLogger(__name__)
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -34,13 +33,12 @@ class GrpcReceiver:
         self.port = self.server.add_insecure_port(config.endpoint)
 
     def _export(self, body: bytes, context: grpc.ServicerContext):
-        request = ExportTraceServiceRequest()
         try:
-            request.ParseFromString(body)
-        except DecodeError as e:
+            decoded = decode(body)
+        except ValueError as e:
             self.counters.request_rejected("malformed")
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {e}")
-        outcome = accept(request, self.sink, self.counters, "grpc")
+        outcome = accept(decoded, self.sink, self.counters, "grpc")
         if outcome.response is None:
             context.set_trailing_metadata((("google.rpc.retryinfo-bin", self._retry_info),))
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "mastwatch queue is full, retry later")

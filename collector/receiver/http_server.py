@@ -8,11 +8,10 @@ import zlib
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from google.protobuf.message import DecodeError
 from google.rpc.status_pb2 import Status
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from . import Counters, HttpConfig, Sink, accept
+from .decode import decode, records
 from .otlp_json import parse_request, to_json
 
 log = logging.getLogger(__name__)
@@ -86,20 +85,16 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length)
         try:
             body = _decompress(body, (self.headers.get("Content-Encoding") or "").strip().lower(), srv.limit)
-            if content_type == JSON:
-                request = parse_request(body)
-            else:
-                request = ExportTraceServiceRequest()
-                request.ParseFromString(body)
+            decoded = records(parse_request(body)) if content_type == JSON else decode(body)
         except _TooLarge:
             srv.counters.request_rejected("too_large")
             self._error(413, GRPC_INVALID_ARGUMENT, f"decompressed body exceeds {srv.limit} bytes", reply_type)
             return
-        except (ValueError, DecodeError) as e:
+        except ValueError as e:
             srv.counters.request_rejected("malformed")
             self._error(400, GRPC_INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {e}", reply_type)
             return
-        outcome = accept(request, srv.sink, srv.counters, "http")
+        outcome = accept(decoded, srv.sink, srv.counters, "http")
         if outcome.response is None:
             self._error(429, GRPC_RESOURCE_EXHAUSTED, "mastwatch queue is full, retry later", reply_type,
                         {"Retry-After": str(max(round(srv.retry_after), 1))})
