@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from .content import Content
+
 
 class StepKind(enum.IntEnum):
     LLM = 1  # one model inference call
@@ -30,9 +32,8 @@ class Step:
     provider: str | None = None
     tool: str | None = None
     tool_call_id: str | None = None
-    args_fingerprint: int | None = None  # tool arguments, canonical JSON, hashed
-    args_preview: str | None = None
-    result_fingerprint: int | None = None
+    args: Content | None = None  # tool arguments
+    result: Content | None = None  # tool result
     output_fingerprint: int | None = None  # model output (text and tool calls), hashed
     output_chars: int = 0
     output_preview: str | None = None
@@ -48,6 +49,18 @@ class Step:
     @property
     def span_hex(self) -> str:
         return self.span_id.hex()
+
+    @property
+    def args_fingerprint(self) -> int | None:
+        return None if self.args is None else self.args.fingerprint
+
+    @property
+    def args_preview(self) -> str | None:
+        return None if self.args is None else self.args.preview
+
+    @property
+    def result_fingerprint(self) -> int | None:
+        return None if self.result is None else self.result.fingerprint
 
     @property
     def is_root(self) -> bool:

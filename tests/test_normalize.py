@@ -11,8 +11,9 @@ import pytest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from mastwatch.collector.content import PREVIEW_CHARS
 from mastwatch.collector.normalize import normalize_span
-from mastwatch.collector.normalize.attributes import PREVIEW_CHARS, any_value, attributes
+from mastwatch.collector.normalize.attributes import any_value, attributes
 from mastwatch.collector.receiver.decode import SpanRecord
 from mastwatch.collector.steps import Step, StepKind
 from tests.otlp_corpus import DATA_DIR, corpus

@@ -14,7 +14,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 from mastwatch.collector.assemble import Trace
 from mastwatch.collector.classify.detectors.step_repetition import StepRepetition, StepRepetitionSettings
-from mastwatch.collector.normalize.attributes import canonical_json, fingerprint
+from mastwatch.collector.content import Content, canonical_json, fingerprint
 from mastwatch.collector.processor import Increment, Processor, ProcessorConfig
 from mastwatch.collector.receiver.decode import records
 from mastwatch.collector.steps import Finding, Step, StepKind
@@ -36,9 +36,8 @@ def make_step(kind: StepKind, **fields: Any) -> Step:
 
 def call(tool: str, args: Any = None, *, result: Any = None, error: bool = False, known: bool = True) -> Step:
     """A tool step; `known=False` is a call whose arguments were not captured."""
-    return make_step(StepKind.TOOL, tool=tool, args_fingerprint=fp(args) if known else None,
-                     args_preview=canonical_json(args) if known else None,
-                     result_fingerprint=None if result is None else fp(result), error=error)
+    return make_step(StepKind.TOOL, tool=tool, args=Content(args) if known else None,
+                     result=None if result is None else Content(result), error=error)
 
 
 def reply(text: str, finish: tuple[str, ...] = ("stop",)) -> Step:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..content import Content, fingerprint, preview
 from ..steps import Step, StepKind
 from . import genai, langfuse, openinference, openllmetry, vercel
-from .attributes import canonical_json, fingerprint, preview
 
 if TYPE_CHECKING:
     from ..receiver.decode import SpanRecord
@@ -34,11 +34,6 @@ def _model_id(model: str) -> str:
     return model
 
 
-def _content(value: Any) -> tuple[int, str]:
-    text = canonical_json(value)
-    return fingerprint(text), preview(text)
-
-
 def normalize_span(span: SpanRecord) -> Step:
     service, trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, attrs = span
     draft: dict[str, Any] = {}
@@ -58,9 +53,9 @@ def normalize_span(span: SpanRecord) -> Step:
     step.tool_call_id = draft.get("tool_call_id")
     step.conversation_id = draft.get("conversation_id")
     if (args := draft.get("args")) is not None:
-        step.args_fingerprint, step.args_preview = _content(args)
+        step.args = Content(args)
     if (result := draft.get("result")) is not None:
-        step.result_fingerprint = fingerprint(canonical_json(result))
+        step.result = Content(result)
     if (output := draft.get("output")) is not None:
         text = str(output)
         step.output_fingerprint = fingerprint(" ".join(text.split()))

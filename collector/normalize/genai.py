@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..content import as_json
 from ..steps import StepKind
-from .attributes import as_json
 
 LLM_OPERATIONS = frozenset({"chat", "generate_content", "text_completion", "completion",
                             "call_llm"})  # call_llm: any-agent
@@ -61,6 +61,8 @@ def _output_text(messages: Any) -> str | None:
 
 def _legacy_completion(attrs: dict[str, Any]) -> str | None:
     """OpenLLMetry's indexed gen_ai.completion.N.* attributes (removed from the conventions, still emitted)."""
+    if "gen_ai.completion.0.content" not in attrs and "gen_ai.completion.0.tool_calls.0.name" not in attrs:
+        return None
     pieces = [str(attrs[k]) for k in sorted(attrs) if k.startswith("gen_ai.completion.") and
               (k.endswith(".content") or (".tool_calls." in k and (k.endswith(".name") or k.endswith(".arguments"))))]
     return "\n".join(pieces) if pieces else None
@@ -80,43 +82,45 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
         draft.setdefault("model", str(model))
     if (provider := get("gen_ai.provider.name") or get("gen_ai.system")) is not None:
         draft.setdefault("provider", str(provider))
-    if (tool := get("gen_ai.tool.name")) is not None:
-        draft.setdefault("tool", str(tool))
-    elif op in TOOL_OPERATIONS:  # the span name is `execute_tool {name}`, or just the tool's name (langsmith)
-        draft.setdefault("tool", name.removeprefix("execute_tool ") or name)
-    if (call_id := get("gen_ai.tool.call.id")) is not None:
-        draft.setdefault("tool_call_id", str(call_id))
-    for key in TOOL_ARGUMENTS:
-        if (args := get(key)) is not None:
-            draft.setdefault("args", args)
-            break
-    for key in TOOL_RESULTS:
-        if (result := get(key)) is not None:
-            draft.setdefault("result", result)
-            break
-    if kind is StepKind.TOOL and "openinference.span.kind" not in attrs:  # koog: OpenInference I/O names only
-        if (args := get("input.value")) is not None:
-            draft.setdefault("args", args)
-        if (result := get("output.value", get("gen_ai.output"))) is not None:  # gen_ai.output: any-agent
-            draft.setdefault("result", result)
-    output = _output_text(get("gen_ai.output.messages")) or _legacy_completion(attrs)
-    if output is None and kind is StepKind.LLM and isinstance(get("gen_ai.output"), str):  # any-agent
-        output = get("gen_ai.output")
-    if output is not None:
-        draft.setdefault("output", output)
-    tokens_in = get("gen_ai.usage.input_tokens", get("gen_ai.usage.prompt_tokens"))
-    if tokens_in is not None:
-        draft.setdefault("input_tokens", tokens_in)
-    tokens_out = get("gen_ai.usage.output_tokens", get("gen_ai.usage.completion_tokens"))
-    if tokens_out is not None:
-        draft.setdefault("output_tokens", tokens_out)
-    cache_read = get("gen_ai.usage.cache_read.input_tokens", get("gen_ai.usage.cache_read_input_tokens"))
-    if cache_read is not None:
-        draft.setdefault("cache_read_tokens", cache_read)
-    cache_write = get("gen_ai.usage.cache_write.input_tokens", get("gen_ai.usage.cache_creation.input_tokens",
-                      get("gen_ai.usage.cache_write_input_tokens")))
-    if cache_write is not None:
-        draft.setdefault("cache_write_tokens", cache_write)
+    if kind is not StepKind.LLM and kind is not StepKind.AGENT:  # a tool call, or not known yet
+        if (tool := get("gen_ai.tool.name")) is not None:
+            draft.setdefault("tool", str(tool))
+        elif op in TOOL_OPERATIONS:  # the span name is `execute_tool {name}`, or just the tool's name (langsmith)
+            draft.setdefault("tool", name.removeprefix("execute_tool ") or name)
+        if (call_id := get("gen_ai.tool.call.id")) is not None:
+            draft.setdefault("tool_call_id", str(call_id))
+        for key in TOOL_ARGUMENTS:
+            if (args := get(key)) is not None:
+                draft.setdefault("args", args)
+                break
+        for key in TOOL_RESULTS:
+            if (result := get(key)) is not None:
+                draft.setdefault("result", result)
+                break
+        if kind is StepKind.TOOL and "openinference.span.kind" not in attrs:  # koog: OpenInference I/O names only
+            if (args := get("input.value")) is not None:
+                draft.setdefault("args", args)
+            if (result := get("output.value", get("gen_ai.output"))) is not None:  # gen_ai.output: any-agent
+                draft.setdefault("result", result)
+    if kind is not StepKind.TOOL and kind is not StepKind.AGENT:  # a model call, or not known yet
+        output = _output_text(get("gen_ai.output.messages")) or _legacy_completion(attrs)
+        if output is None and kind is StepKind.LLM and isinstance(get("gen_ai.output"), str):  # any-agent
+            output = get("gen_ai.output")
+        if output is not None:
+            draft.setdefault("output", output)
+        tokens_in = get("gen_ai.usage.input_tokens", get("gen_ai.usage.prompt_tokens"))
+        if tokens_in is not None:
+            draft.setdefault("input_tokens", tokens_in)
+        tokens_out = get("gen_ai.usage.output_tokens", get("gen_ai.usage.completion_tokens"))
+        if tokens_out is not None:
+            draft.setdefault("output_tokens", tokens_out)
+        cache_read = get("gen_ai.usage.cache_read.input_tokens", get("gen_ai.usage.cache_read_input_tokens"))
+        if cache_read is not None:
+            draft.setdefault("cache_read_tokens", cache_read)
+        cache_write = get("gen_ai.usage.cache_write.input_tokens", get("gen_ai.usage.cache_creation.input_tokens",
+                          get("gen_ai.usage.cache_write_input_tokens")))
+        if cache_write is not None:
+            draft.setdefault("cache_write_tokens", cache_write)
     finish = as_json(get("gen_ai.response.finish_reasons"))  # a JSON string where arrays are flattened
     if finish is not None:
         draft.setdefault("finish_reasons", finish)

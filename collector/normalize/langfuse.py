@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..content import as_json
 from ..steps import StepKind
-from .attributes import as_json
 
 KINDS = {"generation": StepKind.LLM, "tool": StepKind.TOOL, "agent": StepKind.AGENT, "chain": StepKind.AGENT}
 _OBS = "langfuse.observation."

@@ -19,6 +19,13 @@ from ...steps import Finding, Step, StepKind
 from ..detector import Detector, DetectorSettings
 
 EVIDENCE_LIMIT = 50
+_COMPARED = object()  # a tool's first call has been compared
+
+
+def _equivalent(a: Step, b: Step) -> bool:
+    """Same tool, equivalent arguments (fingerprints are computed only for calls of one tool)."""
+    return a.tool == b.tool and a.args is not None and b.args is not None and \
+        a.args.fingerprint == b.args.fingerprint
 TOOL_CALL_FINISH = frozenset({"tool_call", "tool_calls", "function_call", "tool_use",
                               "tool-calls"})  # tool-calls: Vercel AI SDK
 
@@ -44,8 +51,8 @@ class StepRepetition(Detector):
         self._repeated_ids: set[bytes] = set()
         self._evidence: dict[bytes, None] = {}
         self._calls: dict[tuple[str, int], list[Step]] = {}
-        self._sequence: list[tuple[str, int | None]] = []
-        self._sequence_steps: list[Step] = []
+        self._first_call: dict[str, Step | object] = {}
+        self._sequence: list[Step] = []  # tool calls, in order
         self._match_run = [0] * (settings.cycle_max_period + 1)
         self._outputs: dict[int, list[Step]] = {}
         self._last_tool: Step | None = None
@@ -84,58 +91,68 @@ class StepRepetition(Detector):
         previous = self._last_tool
         self._last_tool = step
         changed = False
-        if step.args_fingerprint is None:
+        if step.args is None:
             self._run = self._run + 1 if previous is not None and previous.tool == tool \
-                and previous.args_fingerprint is None else 1
+                and previous.args is None else 1
             if s.unknown_args_min_run and self._run >= s.unknown_args_min_run:
-                run = [*self._sequence_steps[len(self._sequence_steps) - self._run + 1:], step]
+                run = [*self._sequence[len(self._sequence) - self._run + 1:], step]
                 self._mark(run[1:], run)
                 self._reasons["run"] = (0.4, "structure", f"{tool} called {self._run} times in a row "
                                         "(arguments not captured, so equivalence is not known)")
                 changed = True
         else:
-            key = (tool, step.args_fingerprint)
-            calls = self._calls.setdefault(key, [])
-            if calls and previous is not None and previous.error and previous.tool == tool \
-                    and previous.args_fingerprint == step.args_fingerprint:  # previous may be a skipped retry
-                self._retries += 1
+            # Arguments are compared only once a tool is called again: the first call waits here.
+            first = self._first_call.get(tool)
+            if first is None:
+                self._first_call[tool] = step
             else:
-                self._retries = 0
-            if calls and step.result_fingerprint is not None and calls[-1].result_fingerprint is not None \
-                    and step.result_fingerprint != calls[-1].result_fingerprint and not calls[-1].error:
-                calls.clear()  # a different result: the call observed a change, it is not redone work
-            if 0 < self._retries <= s.retry_limit:
-                pass  # a retry after a failure
-            else:
-                calls.append(step)
-                if len(calls) >= s.min_occurrences:
-                    self._mark(calls[1:], calls)
-                    args = f" {step.args_preview}" if step.args_preview else ""
-                    self._reasons["same_call"] = (0.9, "structure", f"{tool} called {len(calls)} times with "
-                                                  f"equivalent arguments{args}")
-                    changed = True
-        self._sequence.append((tool, step.args_fingerprint))
-        self._sequence_steps.append(step)
+                if first is not _COMPARED:
+                    self._calls[(tool, first.args_fingerprint)] = [first]
+                    self._first_call[tool] = _COMPARED
+                changed = self._same_call(step, previous)
+        self._sequence.append(step)
         changed |= self._observe_cycle()
         return self.current() if changed else None
+
+    def _same_call(self, step: Step, previous: Step | None) -> bool:
+        s = self.settings
+        tool = step.tool
+        calls = self._calls.setdefault((tool, step.args_fingerprint), [])
+        if calls and previous is not None and previous.error and previous.tool == tool \
+                and previous.args_fingerprint == step.args_fingerprint:  # previous may be a skipped retry
+            self._retries += 1
+        else:
+            self._retries = 0
+        if calls and step.result is not None and calls[-1].result is not None and not calls[-1].error \
+                and step.result_fingerprint != calls[-1].result_fingerprint:
+            calls.clear()  # a different result: the call observed a change, it is not redone work
+        if 0 < self._retries <= s.retry_limit:
+            return False  # a retry after a failure
+        calls.append(step)
+        if len(calls) < s.min_occurrences:
+            return False
+        self._mark(calls[1:], calls)
+        self._reasons["same_call"] = (0.9, "structure", f"{tool} called {len(calls)} times with "
+                                      f"equivalent arguments {step.args_preview}")
+        return True
 
     def _observe_cycle(self) -> bool:
         s = self.settings
         seq = self._sequence
         end = len(seq) - 1
         for period in range(2, s.cycle_max_period + 1):
-            if end >= period and seq[end] == seq[end - period] and seq[end][1] is not None:
+            if end >= period and _equivalent(seq[end], seq[end - period]):
                 self._match_run[period] += 1
             else:
                 self._match_run[period] = 0
             run = self._match_run[period]
             if run >= period * (s.cycle_min_repeats - 1):
                 block = seq[end - period + 1:end + 1]
-                if len(set(block)) < 2:
+                if len({(x.tool, x.args_fingerprint) for x in block}) < 2:
                     continue
-                cycle_steps = self._sequence_steps[end - run - period + 1:end + 1]
+                cycle_steps = seq[end - run - period + 1:end + 1]
                 self._mark(cycle_steps[period:], cycle_steps)
-                names = "→".join(t for t, _ in seq[end - run - period + 1:end - run + 1])
+                names = "→".join(x.tool for x in cycle_steps[:period])
                 self._reasons["cycle"] = (0.8, "structure", f"cycle {names} repeated "
                                           f"{(run + period) / period:.3g} times with the same arguments")
                 return True

@@ -1,0 +1,86 @@
+"""Message content, tool arguments and results: held as a fingerprint of their canonical form and a short
+preview, never whole. Small values are kept raw until a detector needs their fingerprint (most never do:
+only a tool that is called again has its arguments compared)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+PREVIEW_CHARS = 160  # what of a piece of content is kept for evidence; the rest is only hashed
+RAW_LIMIT = 512  # larger values are fingerprinted at once
+
+
+def as_json(value: Any) -> Any:
+    """Parse a JSON string into its value; anything else (or invalid JSON) is returned as is."""
+    if isinstance(value, str) and value[:1] in ("{", "["):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _canonical(value: Any) -> Any:
+    kind = type(value)
+    if kind is str:
+        text = value.strip()
+        if text[:1] in ("{", "["):  # JSON inside a string
+            inner = as_json(text)
+            if inner is not text:
+                return _canonical(inner)
+        return " ".join(text.split())
+    if kind is dict:
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [_canonical(v) for v in value]
+    if kind is float and value.is_integer():
+        return int(value)
+    return value
+
+
+def canonical_json(value: Any) -> str:
+    """Equivalent arguments give the same text: keys sorted, whitespace and JSON-in-strings normalised."""
+    return json.dumps(_canonical(as_json(value)), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def fingerprint(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+
+
+def preview(text: str) -> str:
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+
+
+def _size(value: Any) -> int:
+    return len(value) if isinstance(value, str) else RAW_LIMIT + 1 if isinstance(value, dict | list) else 0
+
+
+class Content:
+    """A structured value (tool arguments or result) reduced on first use to fingerprint and preview."""
+
+    __slots__ = ("_fingerprint", "_preview", "_raw")
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self._fingerprint: int | None = None
+        self._preview: str | None = None
+        if _size(raw) > RAW_LIMIT:
+            self._reduce()
+
+    def _reduce(self) -> None:
+        text = canonical_json(self._raw)
+        self._fingerprint, self._preview, self._raw = fingerprint(text), preview(text), None
+
+    @property
+    def fingerprint(self) -> int:
+        if self._fingerprint is None:
+            self._reduce()
+        return self._fingerprint  # type: ignore[return-value]
+
+    @property
+    def preview(self) -> str:
+        if self._preview is None:
+            self._reduce()
+        return self._preview  # type: ignore[return-value]

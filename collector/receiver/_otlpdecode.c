@@ -1,0 +1,1182 @@
+/*
+ * _otlpdecode: serialized OTLP ExportTraceServiceRequest -> span records, straight from the wire.
+ *
+ * decode_request(data, record_type) -> (records, rejected) gives exactly what decode.decode_python(data)
+ * gives (the protobuf runtime, upb): records are record_type(service, trace_id, span_id, parent_span_id,
+ * name, start_ns, end_ns, status_code, attributes) in wire order, spans with invalid ids are counted and
+ * left out, and input that upb refuses raises ValueError.
+ *
+ * What is matched of upb (checked differentially by tests/test_decode.py):
+ *  - every field the schema (opentelemetry-proto v1) knows is checked even where its value is not used:
+ *    strings must be valid UTF-8 (proto3), sub-messages must parse, in events, links, scopes, resources
+ *    and entity refs too; unknown fields of any number are skipped, their contents unchecked (groups are
+ *    walked, as upb does); a known field with an unexpected wire type is an unknown field;
+ *  - tags are at most 5 bytes and below 2^32, field number 0 is an error outside a group (allowed inside
+ *    an unknown group, as upb does), lengths are at most 5 bytes, varints at most 10 bytes (bits past
+ *    64 dropped), wire types 6 and 7 and a stray end-group are errors;
+ *  - nesting: 100 levels of sub-messages and groups below the request, as upb's default depth limit;
+ *  - a non-repeated field given twice: the last wins for scalars, message fields merge (parsing the
+ *    occurrences in turn into the same state); in AnyValue's oneof the last member set wins and an
+ *    array_value/kvlist_value set twice in a row appends; string_value_strindex (8) sets the oneof to a
+ *    member that converts to None; int32 enums keep the low 32 bits of the varint, bools are "any bit".
+ *
+ * Record construction: when record_type is a tuple subclass with 9 _fields (a NamedTuple, which cannot
+ * override __new__), the instance is allocated with tp_alloc and filled in place (what tuple.__new__
+ * does for a subclass); any other record_type is called with the 9 values.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_DEPTH 100
+
+typedef const unsigned char *cptr;
+
+typedef struct {
+    int depth; /* levels of nesting still allowed */
+} Dec;
+
+static PyObject *unknown_service; /* "unknown_service" */
+
+/* ---------------------------------------------------------------- errors ---- */
+
+static void *
+fail(const char *msg)
+{
+    if (!PyErr_Occurred()) {
+        PyErr_SetString(PyExc_ValueError, msg);
+    }
+    return NULL;
+}
+
+static void
+utf8_error(void)
+{
+    if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "invalid UTF-8 in a string field");
+    }
+}
+
+/* ------------------------------------------------------------- wire reads ---- */
+
+/* A tag: at most 5 bytes and below 2^32. */
+static inline cptr
+rd_tag(cptr p, cptr end, uint32_t *out)
+{
+    if (p < end && p[0] < 0x80) {
+        *out = p[0];
+        return p + 1;
+    }
+    uint64_t v = 0;
+    for (int i = 0; i < 5; i++) {
+        if (p + i >= end) {
+            return fail("truncated tag");
+        }
+        unsigned b = p[i];
+        v |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            if (v > UINT32_MAX) {
+                return fail("invalid tag");
+            }
+            *out = (uint32_t)v;
+            return p + i + 1;
+        }
+    }
+    return fail("invalid tag");
+}
+
+/* A varint value: at most 10 bytes, bits past 64 dropped. */
+static inline cptr
+rd_varint(cptr p, cptr end, uint64_t *out)
+{
+    if (p < end && p[0] < 0x80) {
+        *out = p[0];
+        return p + 1;
+    }
+    uint64_t v = 0;
+    for (int i = 0; i < 10; i++) {
+        if (p + i >= end) {
+            return fail("truncated varint");
+        }
+        unsigned b = p[i];
+        v |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *out = v;
+            return p + i + 1;
+        }
+    }
+    return fail("varint longer than 10 bytes");
+}
+
+/* A length prefix (at most 5 bytes) whose payload must lie within [p, end). */
+static inline cptr
+rd_len(cptr p, cptr end, Py_ssize_t *out)
+{
+    uint64_t v;
+    if (p < end && p[0] < 0x80) {
+        v = p[0];
+        p += 1;
+    }
+    else {
+        int i;
+        v = 0;
+        for (i = 0; i < 5; i++) {
+            if (p + i >= end) {
+                return fail("truncated length");
+            }
+            unsigned b = p[i];
+            v |= (uint64_t)(b & 0x7f) << (7 * i);
+            if (!(b & 0x80)) {
+                break;
+            }
+        }
+        if (i == 5) {
+            return fail("invalid length");
+        }
+        p += i + 1;
+    }
+    if (v >= INT32_MAX || v > (uint64_t)(end - p)) {
+        return fail("length past end of message");
+    }
+    *out = (Py_ssize_t)v;
+    return p;
+}
+
+static inline uint64_t
+le64(cptr p)
+{
+    return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24 |
+           (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 | (uint64_t)p[6] << 48 | (uint64_t)p[7] << 56;
+}
+
+/* Strict UTF-8 (no overlongs, no surrogates, nothing past U+10FFFF), as upb and Python check it. */
+static int
+utf8_valid(cptr s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (n - i >= 8) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (!(w & 0x8080808080808080ULL)) {
+                i += 8;
+                continue;
+            }
+        }
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i += 1;
+        }
+        else if (c < 0xC2) {
+            return 0;
+        }
+        else if (c < 0xE0) {
+            if (n - i < 2 || (s[i + 1] & 0xC0) != 0x80) {
+                return 0;
+            }
+            i += 2;
+        }
+        else if (c < 0xF0) {
+            if (n - i < 3) {
+                return 0;
+            }
+            unsigned c1 = s[i + 1];
+            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (c == 0xE0 && c1 < 0xA0) ||
+                (c == 0xED && c1 > 0x9F)) {
+                return 0;
+            }
+            i += 3;
+        }
+        else if (c < 0xF5) {
+            if (n - i < 4) {
+                return 0;
+            }
+            unsigned c1 = s[i + 1];
+            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80 ||
+                (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F)) {
+                return 0;
+            }
+            i += 4;
+        }
+        else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------------- skipping ---- */
+
+static cptr skip_group(Dec *d, cptr p, cptr end, uint32_t fn);
+
+/* The value of a field of wire type wt (not an end-group). */
+static cptr
+skip_value(Dec *d, cptr p, cptr end, uint32_t fn, uint32_t wt)
+{
+    uint64_t v;
+    Py_ssize_t n;
+    switch (wt) {
+    case 0:
+        return rd_varint(p, end, &v);
+    case 1:
+        if (end - p < 8) {
+            return fail("truncated fixed64");
+        }
+        return p + 8;
+    case 2:
+        p = rd_len(p, end, &n);
+        return p ? p + n : NULL;
+    case 3:
+        return skip_group(d, p, end, fn);
+    case 5:
+        if (end - p < 4) {
+            return fail("truncated fixed32");
+        }
+        return p + 4;
+    case 4:
+        return fail("unexpected end-group");
+    default:
+        return fail("invalid wire type");
+    }
+}
+
+/* An unknown field in a message (after its tag). */
+static inline cptr
+skip_field(Dec *d, cptr p, cptr end, uint32_t tag)
+{
+    if ((tag >> 3) == 0) {
+        return fail("field number 0");
+    }
+    return skip_value(d, p, end, tag >> 3, tag & 7);
+}
+
+static cptr
+skip_group(Dec *d, cptr p, cptr end, uint32_t fn)
+{
+    if (--d->depth < 0) {
+        return fail("nesting too deep");
+    }
+    while (p < end) {
+        uint32_t tag;
+        p = rd_tag(p, end, &tag);
+        if (!p) {
+            return NULL;
+        }
+        if ((tag & 7) == 4) {
+            if ((tag >> 3) != fn) {
+                return fail("mismatched end-group");
+            }
+            d->depth++;
+            return p;
+        }
+        p = skip_value(d, p, end, tag >> 3, tag & 7); /* field number 0 is let through here, as upb does */
+        if (!p) {
+            return NULL;
+        }
+    }
+    return fail("unterminated group");
+}
+
+/* ------------------------------------------------------ validation only ---- */
+
+/* Messages whose contents are only checked: field kinds by field number (1..8). */
+enum { M_ANY, M_ARRAY, M_KVLIST, M_KV, M_ENTITYREF, M_SCOPE, M_EVENT, M_LINK, M_STATUS, M_COUNT };
+#define F_STR 1
+#define F_MSG(t) (2 + (t))
+
+static const unsigned char VSPEC[M_COUNT][9] = {
+    [M_ANY] = {0, F_STR, 0, 0, 0, F_MSG(M_ARRAY), F_MSG(M_KVLIST), 0, 0},
+    [M_ARRAY] = {0, F_MSG(M_ANY)},
+    [M_KVLIST] = {0, F_MSG(M_KV)},
+    [M_KV] = {0, F_STR, F_MSG(M_ANY)},
+    [M_ENTITYREF] = {0, F_STR, F_STR, F_STR, F_STR},
+    [M_SCOPE] = {0, F_STR, F_STR, F_MSG(M_KV)},
+    [M_EVENT] = {0, 0, F_STR, F_MSG(M_KV)},
+    [M_LINK] = {0, 0, 0, F_STR, F_MSG(M_KV)},
+    [M_STATUS] = {0, 0, F_STR},
+};
+
+static cptr
+check_msg(Dec *d, int type, cptr p, cptr end)
+{
+    if (--d->depth < 0) {
+        return fail("nesting too deep");
+    }
+    while (p < end) {
+        uint32_t tag;
+        p = rd_tag(p, end, &tag);
+        if (!p) {
+            return NULL;
+        }
+        uint32_t fn = tag >> 3;
+        int kind = ((tag & 7) == 2 && fn < 9) ? VSPEC[type][fn] : 0;
+        if (kind) {
+            Py_ssize_t n;
+            p = rd_len(p, end, &n);
+            if (!p) {
+                return NULL;
+            }
+            if (kind == F_STR) {
+                if (!utf8_valid(p, n)) {
+                    return fail("invalid UTF-8 in a string field");
+                }
+            }
+            else if (!check_msg(d, kind - 2, p, p + n)) {
+                return NULL;
+            }
+            p += n;
+        }
+        else {
+            p = skip_field(d, p, end, tag);
+            if (!p) {
+                return NULL;
+            }
+        }
+    }
+    d->depth++;
+    return p;
+}
+
+/* ------------------------------------------------------------ conversion ---- */
+
+/* AnyValue's oneof while its occurrences are parsed in turn. */
+enum { AV_NONE = 0, AV_STR = 1, AV_BOOL = 2, AV_INT = 3, AV_DOUBLE = 4, AV_ARRAY = 5, AV_KVLIST = 6,
+       AV_BYTES = 7, AV_STRINDEX = 8 };
+
+typedef struct {
+    int which;
+    PyObject *obj; /* owned; NULL for AV_NONE and AV_STRINDEX */
+} AnyState;
+
+static int feed_any(Dec *d, AnyState *av, cptr p, cptr end);
+
+static inline void
+av_set(AnyState *av, int which, PyObject *obj)
+{
+    Py_XSETREF(av->obj, obj);
+    av->which = which;
+}
+
+/* The value of an AnyValue state (new reference; None when unset). */
+static inline PyObject *
+av_take(AnyState *av)
+{
+    PyObject *o = av->obj;
+    av->obj = NULL;
+    if (o == NULL) {
+        Py_RETURN_NONE;
+    }
+    return o;
+}
+
+static PyObject *
+hex_str(cptr s, Py_ssize_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    PyObject *r = PyUnicode_New(2 * n, 127);
+    if (!r) {
+        return NULL;
+    }
+    Py_UCS1 *out = PyUnicode_1BYTE_DATA(r);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out[2 * i] = (Py_UCS1)digits[s[i] >> 4];
+        out[2 * i + 1] = (Py_UCS1)digits[s[i] & 15];
+    }
+    return r;
+}
+
+typedef struct {
+    cptr key;          /* last key occurrence */
+    Py_ssize_t keylen;
+    PyObject *keyobj;  /* its str (owned), NULL if no key was given */
+    PyObject *value;   /* owned, converted value (None when unset) */
+} KV;
+
+/* A KeyValue (contents in [p, end)); on success kv holds new references. */
+static int
+parse_kv(Dec *d, KV *kv, cptr p, cptr end)
+{
+    AnyState av = {AV_NONE, NULL};
+    kv->key = NULL;
+    kv->keylen = 0;
+    kv->keyobj = NULL;
+    kv->value = NULL;
+    if (--d->depth < 0) {
+        fail("nesting too deep");
+        return -1;
+    }
+    while (p < end) {
+        uint32_t tag;
+        p = rd_tag(p, end, &tag);
+        if (!p) {
+            goto error;
+        }
+        if (tag == ((1 << 3) | 2)) {
+            Py_ssize_t n;
+            p = rd_len(p, end, &n);
+            if (!p) {
+                goto error;
+            }
+            PyObject *k = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+            if (!k) {
+                utf8_error();
+                goto error;
+            }
+            Py_XSETREF(kv->keyobj, k);
+            kv->key = p;
+            kv->keylen = n;
+            p += n;
+        }
+        else if (tag == ((2 << 3) | 2)) {
+            Py_ssize_t n;
+            p = rd_len(p, end, &n);
+            if (!p) {
+                goto error;
+            }
+            if (--d->depth < 0) {
+                fail("nesting too deep");
+                goto error;
+            }
+            if (feed_any(d, &av, p, p + n) < 0) {
+                goto error;
+            }
+            d->depth++;
+            p += n;
+        }
+        else {
+            p = skip_field(d, p, end, tag);
+            if (!p) {
+                goto error;
+            }
+        }
+    }
+    d->depth++;
+    kv->value = av_take(&av);
+    return 0;
+error:
+    Py_CLEAR(kv->keyobj);
+    Py_XDECREF(av.obj);
+    return -1;
+}
+
+/* Repeated KeyValue field contents into a dict (later keys win). */
+static int
+kv_into_dict(Dec *d, PyObject *dict, cptr p, cptr end)
+{
+    KV kv;
+    if (parse_kv(d, &kv, p, end) < 0) {
+        return -1;
+    }
+    PyObject *key = kv.keyobj;
+    if (key == NULL) {
+        key = PyUnicode_New(0, 0);
+        if (!key) {
+            Py_DECREF(kv.value);
+            return -1;
+        }
+    }
+    int r = PyDict_SetItem(dict, key, kv.value);
+    Py_DECREF(key);
+    Py_DECREF(kv.value);
+    return r;
+}
+
+/* One occurrence of an AnyValue (contents in [p, end)), merged into av. Depth is the caller's. */
+static int
+feed_any(Dec *d, AnyState *av, cptr p, cptr end)
+{
+    while (p < end) {
+        uint32_t tag;
+        uint64_t v;
+        Py_ssize_t n;
+        PyObject *o;
+        p = rd_tag(p, end, &tag);
+        if (!p) {
+            return -1;
+        }
+        switch (tag) {
+        case (1 << 3) | 2: /* string_value */
+            p = rd_len(p, end, &n);
+            if (!p) {
+                return -1;
+            }
+            o = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+            if (!o) {
+                utf8_error();
+                return -1;
+            }
+            av_set(av, AV_STR, o);
+            p += n;
+            break;
+        case (2 << 3) | 0: /* bool_value */
+            p = rd_varint(p, end, &v);
+            if (!p) {
+                return -1;
+            }
+            o = v ? Py_True : Py_False;
+            Py_INCREF(o);
+            av_set(av, AV_BOOL, o);
+            break;
+        case (3 << 3) | 0: /* int_value */
+            p = rd_varint(p, end, &v);
+            if (!p) {
+                return -1;
+            }
+            o = PyLong_FromLongLong((long long)(int64_t)v);
+            if (!o) {
+                return -1;
+            }
+            av_set(av, AV_INT, o);
+            break;
+        case (4 << 3) | 1: /* double_value */
+            if (end - p < 8) {
+                fail("truncated fixed64");
+                return -1;
+            }
+            {
+                uint64_t bits = le64(p);
+                double dv;
+                memcpy(&dv, &bits, 8);
+                o = PyFloat_FromDouble(dv);
+            }
+            if (!o) {
+                return -1;
+            }
+            av_set(av, AV_DOUBLE, o);
+            p += 8;
+            break;
+        case (5 << 3) | 2: { /* array_value */
+            p = rd_len(p, end, &n);
+            if (!p) {
+                return -1;
+            }
+            if (av->which != AV_ARRAY) {
+                o = PyList_New(0);
+                if (!o) {
+                    return -1;
+                }
+                av_set(av, AV_ARRAY, o);
+            }
+            if (--d->depth < 0) {
+                fail("nesting too deep");
+                return -1;
+            }
+            cptr q = p, qend = p + n;
+            while (q < qend) {
+                uint32_t t2;
+                q = rd_tag(q, qend, &t2);
+                if (!q) {
+                    return -1;
+                }
+                if (t2 == ((1 << 3) | 2)) {
+                    Py_ssize_t m;
+                    q = rd_len(q, qend, &m);
+                    if (!q) {
+                        return -1;
+                    }
+                    if (--d->depth < 0) {
+                        fail("nesting too deep");
+                        return -1;
+                    }
+                    AnyState item = {AV_NONE, NULL};
+                    if (feed_any(d, &item, q, q + m) < 0) {
+                        Py_XDECREF(item.obj);
+                        return -1;
+                    }
+                    d->depth++;
+                    PyObject *val = av_take(&item);
+                    int r = PyList_Append(av->obj, val);
+                    Py_DECREF(val);
+                    if (r < 0) {
+                        return -1;
+                    }
+                    q += m;
+                }
+                else {
+                    q = skip_field(d, q, qend, t2);
+                    if (!q) {
+                        return -1;
+                    }
+                }
+            }
+            d->depth++;
+            p += n;
+            break;
+        }
+        case (6 << 3) | 2: { /* kvlist_value */
+            p = rd_len(p, end, &n);
+            if (!p) {
+                return -1;
+            }
+            if (av->which != AV_KVLIST) {
+                o = PyDict_New();
+                if (!o) {
+                    return -1;
+                }
+                av_set(av, AV_KVLIST, o);
+            }
+            if (--d->depth < 0) {
+                fail("nesting too deep");
+                return -1;
+            }
+            cptr q = p, qend = p + n;
+            while (q < qend) {
+                uint32_t t2;
+                q = rd_tag(q, qend, &t2);
+                if (!q) {
+                    return -1;
+                }
+                if (t2 == ((1 << 3) | 2)) {
+                    Py_ssize_t m;
+                    q = rd_len(q, qend, &m);
+                    if (!q) {
+                        return -1;
+                    }
+                    if (kv_into_dict(d, av->obj, q, q + m) < 0) {
+                        return -1;
+                    }
+                    q += m;
+                }
+                else {
+                    q = skip_field(d, q, qend, t2);
+                    if (!q) {
+                        return -1;
+                    }
+                }
+            }
+            d->depth++;
+            p += n;
+            break;
+        }
+        case (7 << 3) | 2: /* bytes_value */
+            p = rd_len(p, end, &n);
+            if (!p) {
+                return -1;
+            }
+            o = hex_str(p, n);
+            if (!o) {
+                return -1;
+            }
+            av_set(av, AV_BYTES, o);
+            p += n;
+            break;
+        case (8 << 3) | 0: /* string_value_strindex: a oneof member any_value() maps to None */
+            p = rd_varint(p, end, &v);
+            if (!p) {
+                return -1;
+            }
+            av_set(av, AV_STRINDEX, NULL);
+            break;
+        default:
+            p = skip_field(d, p, end, tag);
+            if (!p) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* -------------------------------------------------------------- messages ---- */
+
+typedef struct {
+    PyObject *records;     /* list */
+    Py_ssize_t rejected;
+    PyObject *record_type;
+    int fast_record;       /* record_type is a NamedTuple: fill a tp_alloc'd instance */
+} Out;
+
+/* Resource (contents in [p, end)): the value of its last service.name attribute, if any. */
+static int
+parse_resource(Dec *d, cptr p, cptr end, PyObject **service_value)
+{
+    if (--d->depth < 0) {
+        fail("nesting too deep");
+        return -1;
+    }
+    while (p < end) {
+        uint32_t tag;
+        Py_ssize_t n;
+        p = rd_tag(p, end, &tag);
+        if (!p) {
+            return -1;
+        }
+        if (tag == ((1 << 3) | 2)) {
+            KV kv;
+            p = rd_len(p, end, &n);
+            if (!p || parse_kv(d, &kv, p, p + n) < 0) {
+                return -1;
+            }
+            if (kv.keylen == 12 && memcmp(kv.key, "service.name", 12) == 0) {
+                Py_XSETREF(*service_value, kv.value);
+            }
+            else {
+                Py_DECREF(kv.value);
+            }
+            Py_XDECREF(kv.keyobj);
+            p += n;
+        }
+        else if (tag == ((3 << 3) | 2)) {
+            p = rd_len(p, end, &n);
+            if (!p || !check_msg(d, M_ENTITYREF, p, p + n)) {
+                return -1;
+            }
+            p += n;
+        }
+        else {
+            p = skip_field(d, p, end, tag);
+            if (!p) {
+                return -1;
+            }
+        }
+    }
+    d->depth++;
+    return 0;
+}
+
+static PyObject *
+make_record(Out *out, PyObject **items)
+{
+    if (out->fast_record) {
+        PyTypeObject *tp = (PyTypeObject *)out->record_type;
+        PyObject *r = tp->tp_alloc(tp, 9);
+        if (!r) {
+            return NULL;
+        }
+        for (int i = 0; i < 9; i++) {
+            Py_INCREF(items[i]);
+            PyTuple_SET_ITEM(r, i, items[i]);
+        }
+        return r;
+    }
+    return PyObject_Vectorcall(out->record_type, items, 9, NULL);
+}
+
+/* A Span (contents in [p, end)). */
+static int
+parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
+{
+    cptr trace_id = NULL, span_id = NULL, parent = NULL;
+    Py_ssize_t trace_len = 0, span_len = 0, parent_len = 0;
+    uint64_t start = 0, stop = 0;
+    int32_t code = 0;
+    PyObject *name = NULL;
+    PyObject *attrs = PyDict_New();
+    if (!attrs) {
+        return -1;
+    }
+    if (--d->depth < 0) {
+        fail("nesting too deep");
+        goto error;
+    }
+    while (p < end) {
+        uint32_t tag;
+        Py_ssize_t n;
+        p = rd_tag(p, end, &tag);
+        if (!p) {
+            goto error;
+        }
+        switch (tag) {
+        case (1 << 3) | 2:
+            if (!(p = rd_len(p, end, &n))) {
+                goto error;
+            }
+            trace_id = p;
+            trace_len = n;
+            p += n;
+            break;
+        case (2 << 3) | 2:
+            if (!(p = rd_len(p, end, &n))) {
+                goto error;
+            }
+            span_id = p;
+            span_len = n;
+            p += n;
+            break;
+        case (3 << 3) | 2: /* trace_state */
+            if (!(p = rd_len(p, end, &n))) {
+                goto error;
+            }
+            if (!utf8_valid(p, n)) {
+                fail("invalid UTF-8 in a string field");
+                goto error;
+            }
+            p += n;
+            break;
+        case (4 << 3) | 2:
+            if (!(p = rd_len(p, end, &n))) {
+                goto error;
+            }
+            parent = p;
+            parent_len = n;
+            p += n;
+            break;
+        case (5 << 3) | 2: {
+            if (!(p = rd_len(p, end, &n))) {
+                goto error;
+            }
+            PyObject *s = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+            if (!s) {
+                utf8_error();
+                goto error;
+            }
+            Py_XSETREF(name, s);
+            p += n;
+            break;
+        }
+        case (7 << 3) | 1:
+            if (end - p < 8) {
+                fail("truncated fixed64");
+                goto error;
+            }
+            start = le64(p);
+            p += 8;
+            break;
+        case (8 << 3) | 1:
+            if (end - p < 8) {
+                fail("truncated fixed64");
+                goto error;
+            }
+            stop = le64(p);
+            p += 8;
+            break;
+        case (9 << 3) | 2:
+            if (!(p = rd_len(p, end, &n)) || kv_into_dict(d, attrs, p, p + n) < 0) {
+                goto error;
+            }
+            p += n;
+            break;
+        case (11 << 3) | 2:
+            if (!(p = rd_len(p, end, &n)) || !check_msg(d, M_EVENT, p, p + n)) {
+                goto error;
+            }
+            p += n;
+            break;
+        case (13 << 3) | 2:
+            if (!(p = rd_len(p, end, &n)) || !check_msg(d, M_LINK, p, p + n)) {
+                goto error;
+            }
+            p += n;
+            break;
+        case (15 << 3) | 2: { /* status: occurrences merge, the code's last value wins */
+            if (!(p = rd_len(p, end, &n))) {
+                goto error;
+            }
+            if (--d->depth < 0) {
+                fail("nesting too deep");
+                goto error;
+            }
+            cptr q = p, qend = p + n;
+            while (q < qend) {
+                uint32_t t2;
+                if (!(q = rd_tag(q, qend, &t2))) {
+                    goto error;
+                }
+                if (t2 == ((3 << 3) | 0)) {
+                    uint64_t v;
+                    if (!(q = rd_varint(q, qend, &v))) {
+                        goto error;
+                    }
+                    code = (int32_t)(uint32_t)v;
+                }
+                else if (t2 == ((2 << 3) | 2)) {
+                    Py_ssize_t m;
+                    if (!(q = rd_len(q, qend, &m))) {
+                        goto error;
+                    }
+                    if (!utf8_valid(q, m)) {
+                        fail("invalid UTF-8 in a string field");
+                        goto error;
+                    }
+                    q += m;
+                }
+                else if (!(q = skip_field(d, q, qend, t2))) {
+                    goto error;
+                }
+            }
+            d->depth++;
+            p += n;
+            break;
+        }
+        default:
+            if (!(p = skip_field(d, p, end, tag))) {
+                goto error;
+            }
+        }
+    }
+    d->depth++;
+
+    int valid = trace_len == 16 && span_len == 8 && (parent_len == 0 || parent_len == 8);
+    if (valid) {
+        valid = 0;
+        for (int i = 0; i < 16; i++) {
+            if (trace_id[i]) {
+                valid = 1;
+                break;
+            }
+        }
+    }
+    if (!valid) {
+        out->rejected++;
+        Py_XDECREF(name);
+        Py_DECREF(attrs);
+        return 0;
+    }
+    if (!name) {
+        name = PyUnicode_New(0, 0);
+        if (!name) {
+            goto error;
+        }
+    }
+    PyObject *items[9] = {service, NULL, NULL, NULL, name, NULL, NULL, NULL, attrs};
+    items[1] = PyBytes_FromStringAndSize((const char *)trace_id, 16);
+    items[2] = PyBytes_FromStringAndSize((const char *)span_id, 8);
+    items[3] = PyBytes_FromStringAndSize((const char *)parent, parent_len);
+    items[5] = PyLong_FromUnsignedLongLong(start);
+    items[6] = PyLong_FromUnsignedLongLong(stop);
+    items[7] = PyLong_FromLong(code);
+    PyObject *rec = NULL;
+    if (items[1] && items[2] && items[3] && items[5] && items[6] && items[7]) {
+        rec = make_record(out, items);
+    }
+    for (int i = 1; i < 8; i++) {
+        if (i != 4) {
+            Py_XDECREF(items[i]);
+        }
+    }
+    Py_DECREF(name);
+    Py_DECREF(attrs);
+    if (!rec) {
+        return -1;
+    }
+    int r = PyList_Append(out->records, rec);
+    Py_DECREF(rec);
+    return r;
+
+error:
+    Py_XDECREF(name);
+    Py_DECREF(attrs);
+    return -1;
+}
+
+/* ScopeSpans (contents in [p, end)). */
+static int
+parse_scope_spans(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
+{
+    if (--d->depth < 0) {
+        fail("nesting too deep");
+        return -1;
+    }
+    while (p < end) {
+        uint32_t tag;
+        Py_ssize_t n;
+        if (!(p = rd_tag(p, end, &tag))) {
+            return -1;
+        }
+        if (tag == ((2 << 3) | 2)) {
+            if (!(p = rd_len(p, end, &n)) || parse_span(d, out, service, p, p + n) < 0) {
+                return -1;
+            }
+            p += n;
+        }
+        else if (tag == ((1 << 3) | 2)) {
+            if (!(p = rd_len(p, end, &n)) || !check_msg(d, M_SCOPE, p, p + n)) {
+                return -1;
+            }
+            p += n;
+        }
+        else if (tag == ((3 << 3) | 2)) { /* schema_url */
+            if (!(p = rd_len(p, end, &n))) {
+                return -1;
+            }
+            if (!utf8_valid(p, n)) {
+                fail("invalid UTF-8 in a string field");
+                return -1;
+            }
+            p += n;
+        }
+        else if (!(p = skip_field(d, p, end, tag))) {
+            return -1;
+        }
+    }
+    d->depth++;
+    return 0;
+}
+
+/* ResourceSpans (contents in [p, end)): the resource first (it may follow the spans on the wire). */
+static int
+parse_resource_spans(Dec *d, Out *out, cptr p, cptr end)
+{
+    PyObject *service_value = NULL;
+    PyObject *service = NULL;
+    cptr begin = p;
+    if (--d->depth < 0) {
+        fail("nesting too deep");
+        return -1;
+    }
+    while (p < end) {
+        uint32_t tag;
+        Py_ssize_t n;
+        if (!(p = rd_tag(p, end, &tag))) {
+            goto error;
+        }
+        if (tag == ((1 << 3) | 2)) {
+            if (!(p = rd_len(p, end, &n)) || parse_resource(d, p, p + n, &service_value) < 0) {
+                goto error;
+            }
+            p += n;
+        }
+        else if (tag == ((2 << 3) | 2)) { /* scope_spans: second pass */
+            if (!(p = rd_len(p, end, &n))) {
+                goto error;
+            }
+            p += n;
+        }
+        else if (tag == ((3 << 3) | 2)) { /* schema_url */
+            if (!(p = rd_len(p, end, &n))) {
+                goto error;
+            }
+            if (!utf8_valid(p, n)) {
+                fail("invalid UTF-8 in a string field");
+                goto error;
+            }
+            p += n;
+        }
+        else if (!(p = skip_field(d, p, end, tag))) {
+            goto error;
+        }
+    }
+    if (service_value) {
+        service = PyObject_Str(service_value);
+        Py_CLEAR(service_value);
+        if (!service) {
+            goto error;
+        }
+    }
+    else {
+        service = unknown_service;
+        Py_INCREF(service);
+    }
+    /* Second pass: every tag and length was checked by the first. */
+    for (p = begin; p < end;) {
+        uint32_t tag = 0;
+        Py_ssize_t n = 0;
+        if (!(p = rd_tag(p, end, &tag))) {
+            goto error;
+        }
+        if ((tag & 7) == 2) {
+            if (!(p = rd_len(p, end, &n))) {
+                goto error;
+            }
+            if (tag == ((2 << 3) | 2) && parse_scope_spans(d, out, service, p, p + n) < 0) {
+                goto error;
+            }
+            p += n;
+        }
+        else if (!(p = skip_field(d, p, end, tag))) {
+            goto error;
+        }
+    }
+    d->depth++;
+    Py_DECREF(service);
+    return 0;
+error:
+    Py_XDECREF(service_value);
+    Py_XDECREF(service);
+    return -1;
+}
+
+static int
+parse_request(Dec *d, Out *out, cptr p, cptr end)
+{
+    while (p < end) {
+        uint32_t tag;
+        Py_ssize_t n;
+        if (!(p = rd_tag(p, end, &tag))) {
+            return -1;
+        }
+        if (tag == ((1 << 3) | 2)) {
+            if (!(p = rd_len(p, end, &n)) || parse_resource_spans(d, out, p, p + n) < 0) {
+                return -1;
+            }
+            p += n;
+        }
+        else if (!(p = skip_field(d, p, end, tag))) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- module ---- */
+
+static int
+is_namedtuple9(PyObject *t)
+{
+    if (!PyType_Check(t) || !PyType_IsSubtype((PyTypeObject *)t, &PyTuple_Type)) {
+        return 0;
+    }
+    PyObject *fields = PyObject_GetAttrString(t, "_fields");
+    if (!fields) {
+        PyErr_Clear();
+        return 0;
+    }
+    int ok = PyTuple_Check(fields) && PyTuple_GET_SIZE(fields) == 9;
+    Py_DECREF(fields);
+    return ok;
+}
+
+static PyObject *
+decode_request(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "decode_request(data, record_type) takes 2 arguments");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    Out out = {PyList_New(0), 0, args[1], 0};
+    PyObject *result = NULL;
+    if (out.records) {
+        out.fast_record = is_namedtuple9(args[1]);
+        Dec d = {MAX_DEPTH};
+        cptr p = (cptr)view.buf;
+        if (parse_request(&d, &out, p, p + view.len) == 0) {
+            result = Py_BuildValue("(On)", out.records, out.rejected);
+        }
+        else {
+            fail("malformed request");
+        }
+        Py_DECREF(out.records);
+    }
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"decode_request", (PyCFunction)(void (*)(void))decode_request, METH_FASTCALL,
+     "decode_request(data, record_type) -> (records, rejected): spans of a serialized "
+     "ExportTraceServiceRequest; ValueError when it is malformed."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_otlpdecode", "OTLP trace requests decoded from protobuf wire format.", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__otlpdecode(void)
+{
+    if (!unknown_service) {
+        unknown_service = PyUnicode_FromString("unknown_service");
+        if (!unknown_service) {
+            return NULL;
+        }
+    }
+    return PyModule_Create(&module);
+}
