@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 
 .PHONY: run test lint bench clean
 
-$(BIN)/mastwatch: pyproject.toml
+$(BIN)/mastwatch: pyproject.toml collector/receiver/_otlpdecode.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'

@@ -24,6 +24,7 @@ import grpc
 
 from traffic import requests
 
+WORKERS = int(os.environ.get("BENCH_WORKERS", "4"))
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
@@ -73,21 +74,25 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
 
     if server_cpu is not None:
         os.sched_setaffinity(0, {server_cpu})
+    if os.environ.get("BENCH_GC"):
+        import gc
+        gc.set_threshold(*map(int, os.environ["BENCH_GC"].split(",")))
     store = tempfile.mkdtemp(prefix="mastwatch-bench-")
     if mode == "decode-only":
         sink = _DecodeOnly()
         counters = type("C", (), {"spans_received": lambda *a: None, "spans_rejected": lambda *a: None,
                                   "request_rejected": lambda *a: None})()
-        receiver = GrpcReceiver(GrpcConfig(endpoint="127.0.0.1:0", workers=4), sink, counters)
+        receiver = GrpcReceiver(GrpcConfig(endpoint="127.0.0.1:0", workers=WORKERS), sink, counters)
         receiver.start()
         port, done = receiver.port, lambda: sink.spans >= total
         stop = receiver.stop
     else:
-        config = load(None, {"receiver": {"grpc": {"endpoint": "127.0.0.1:0", "workers": 4},
+        config = load(None, {"receiver": {"grpc": {"endpoint": "127.0.0.1:0", "workers": WORKERS},
                                           "http": {"enabled": False}},
                              "processor": {"decision_wait": "200ms", "tick": "50ms"},
                              "exporters": {"prometheus": {"endpoint": "127.0.0.1:0"},
-                                           "store": {"path": store}}}, environ={})
+                                           "store": {"path": store, "enabled": mode == "end-to-end"}}},
+                      environ={})
         service = Service(config)
         service.start()
         port = service.grpc.port
@@ -128,7 +133,7 @@ def main() -> None:
           f"client on CPU {client_cpu}")
     results = {}
     ctx = mp.get_context("spawn")
-    for mode in ("decode-only", "end-to-end"):
+    for mode in ("decode-only", "end-to-end", "no-store"):
         out = ctx.Queue()  # a fresh server process per mode: nothing warm is shared
         server = ctx.Process(target=_serve, args=(out, mode, bodies, total, server_cpu, client_cpu, args.concurrency))
         server.start()
@@ -136,6 +141,7 @@ def main() -> None:
         server.join()
         print(f"{mode:>12}: {results[mode]:>10,.0f} spans/s")
     print(f"       ratio: {results['end-to-end'] / results['decode-only']:.2f} (end-to-end / decode-only)")
+    print(f"    no store: {results['no-store'] / results['decode-only']:.2f} (the same without the chDB store)")
 
 
 if __name__ == "__main__":

@@ -13,8 +13,9 @@ from .steps import Finding
 
 
 def rfc3339(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="microseconds").replace(
-        "+00:00", "Z")
+    """UTC, nanoseconds kept (exact: no float on the way)."""
+    seconds, fraction = divmod(ns, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{fraction:09d}Z"
 
 
 @dataclass

@@ -6,7 +6,6 @@ wait in a bounded queue; when it is full the oldest rows are dropped and counted
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -20,7 +19,7 @@ from mastwatch.collector.processor import Increment
 from mastwatch.collector.verdict import Verdict, rfc3339
 from mastwatch.durations import Duration
 
-from .schema import FINDINGS, TRACES, ddl
+from .schema import COLUMNS, FINDINGS, TRACES, ddl
 
 log = logging.getLogger(__name__)
 
@@ -36,25 +35,20 @@ class StoreConfig(BaseModel):
     max_queued_rows: int = Field(1_000_000, ge=1, description="rows held while the store fails")
 
 
-def trace_row(v: Verdict) -> dict[str, Any]:
-    d = v.to_dict()
-    return {
-        "trace_id": v.trace_id, "service": v.service, "agent": v.agent, "models": v.models,
-        "started_at": d["started_at"], "ended_at": d["ended_at"], "completion": v.completion,
-        "steps": v.steps, "llm_calls": v.llm_calls, "tool_calls": v.tool_calls,
-        "input_tokens": v.input_tokens, "output_tokens": v.output_tokens, "cost_usd": v.cost_usd,
-        "failure_modes": sorted(v.findings), "repeated_steps": d["repeated_steps"],
-        "wasted_input_tokens": d["wasted_input_tokens"], "wasted_output_tokens": d["wasted_output_tokens"],
-        "wasted_cost_usd": v.wasted_cost_usd, "verdict": json.dumps(d, ensure_ascii=False),
-    }
+def trace_row(v: Verdict) -> list[Any]:
+    """A mast_traces row, in TRACE_COLUMNS order."""
+    waste = v.waste
+    wasted_input = waste.token_total("input") + waste.token_total("cache_read") + waste.token_total("cache_write")
+    return [v.trace_id, v.service, v.agent, v.models, rfc3339(v.started_at_ns), rfc3339(v.ended_at_ns), v.completion,
+            v.steps, v.llm_calls, v.tool_calls, v.input_tokens, v.output_tokens, v.cost_usd, sorted(v.findings),
+            waste.repeated_steps, wasted_input, waste.token_total("output"), v.wasted_cost_usd]
 
 
-def finding_rows(v: Verdict) -> list[dict[str, Any]]:
+def finding_rows(v: Verdict) -> list[list[Any]]:
+    """mast_findings rows, in FINDING_COLUMNS order."""
     started = rfc3339(v.started_at_ns)
-    return [{"trace_id": v.trace_id, "service": v.service, "agent": v.agent, "started_at": started,
-             "failure_mode": code, "category": MODES[code].category, "name": MODES[code].name,
-             "confidence": f.confidence, "basis": f.basis, "evidence": [e.hex() for e in f.evidence],
-             "reason": f.reason} for code, f in sorted(v.findings.items())]
+    return [[v.trace_id, v.service, v.agent, started, code, MODES[code].category, MODES[code].name, f.confidence,
+             f.basis, [e.hex() for e in f.evidence], f.reason] for code, f in sorted(v.findings.items())]
 
 
 class StoreExporter:
@@ -68,7 +62,7 @@ class StoreExporter:
         self.engine = ChdbEngine(config.path)
         for statement in ddl(config.database):
             self.engine.command(statement)
-        self._pending: deque[tuple[str, dict[str, Any]]] = deque()
+        self._pending: deque[tuple[str, list[Any]]] = deque()
         self._cond = threading.Condition()
         self._stop = False
         self.dropped = 0
@@ -93,16 +87,16 @@ class StoreExporter:
             if len(self._pending) >= self.config.batch_rows:
                 self._cond.notify()
 
-    def _take(self) -> list[tuple[str, dict[str, Any]]]:
+    def _take(self) -> list[tuple[str, list[Any]]]:
         n = min(len(self._pending), self.config.batch_rows)
         return [self._pending.popleft() for _ in range(n)]
 
-    def _write(self, batch: list[tuple[str, dict[str, Any]]]) -> None:
-        by_table: dict[str, list[dict[str, Any]]] = {}
+    def _write(self, batch: list[tuple[str, list[Any]]]) -> None:
+        by_table: dict[str, list[list[Any]]] = {}
         for table, row in batch:
             by_table.setdefault(table, []).append(row)
         for table, rows in by_table.items():
-            self.engine.insert(self.table(table), rows)
+            self.engine.insert(self.table(table), COLUMNS[table], rows)
             if self.telemetry is not None:
                 self.telemetry.store_rows.labels(table).inc(len(rows))
 

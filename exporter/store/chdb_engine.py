@@ -9,6 +9,8 @@ from typing import Any
 
 from chdb import session
 
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
 
 class ChdbEngine:
     def __init__(self, path: str) -> None:
@@ -21,12 +23,13 @@ class ChdbEngine:
         with self._lock:
             self._session.query(sql)
 
-    def insert(self, table: str, rows: list[dict[str, Any]]) -> None:
+    def insert(self, table: str, columns: tuple[str, ...], rows: list[list[Any]]) -> None:
+        """Rows as lists in `columns` order (JSONCompactEachRow: about half the parse cost of JSONEachRow)."""
         if not rows:
             return
-        body = "\n".join(json.dumps(r, ensure_ascii=False) for r in rows)
+        body = "\n".join(map(_dumps, rows))
         with self._lock:
-            self._session.query(f"INSERT INTO {table} FORMAT JSONEachRow\n{body}")
+            self._session.query(f"INSERT INTO {table} ({', '.join(columns)}) FORMAT JSONCompactEachRow\n{body}")
 
     def query(self, sql: str) -> list[dict[str, Any]]:
         with self._lock:

@@ -7,6 +7,14 @@ TRACES = "mast_traces"
 FINDINGS = "mast_findings"
 
 
+TRACE_COLUMNS = ("trace_id", "service", "agent", "models", "started_at", "ended_at", "completion", "steps",
+                 "llm_calls", "tool_calls", "input_tokens", "output_tokens", "cost_usd", "failure_modes",
+                 "repeated_steps", "wasted_input_tokens", "wasted_output_tokens", "wasted_cost_usd")
+FINDING_COLUMNS = ("trace_id", "service", "agent", "started_at", "failure_mode", "category", "name", "confidence",
+                   "basis", "evidence", "reason")
+COLUMNS = {TRACES: TRACE_COLUMNS, FINDINGS: FINDING_COLUMNS}
+
+
 def ddl(database: str) -> list[str]:
     return [
         f"CREATE DATABASE IF NOT EXISTS {database}",
@@ -29,7 +37,6 @@ def ddl(database: str) -> list[str]:
     wasted_input_tokens UInt64,
     wasted_output_tokens UInt64,
     wasted_cost_usd Float64,
-    verdict String CODEC(ZSTD(3)),
     INDEX idx_trace_id trace_id TYPE bloom_filter(0.001) GRANULARITY 1
 ) ENGINE = MergeTree
 PARTITION BY toDate(started_at)

@@ -1,0 +1,39 @@
+"""The chDB store: its tables hold exactly the columns the exporter writes, and rows read back whole."""
+
+from __future__ import annotations
+
+from mastwatch.collector.classify.modes import MODES
+from mastwatch.collector.spend import Waste
+from mastwatch.collector.steps import Finding
+from mastwatch.collector.verdict import Verdict
+from mastwatch.exporter.store import StoreConfig, StoreExporter
+from mastwatch.exporter.store.schema import COLUMNS
+
+
+def _verdict() -> Verdict:
+    waste = Waste(repeated_by_tool={"search": 2}, tokens={("gpt-4.1-mini", "input"): 900,
+                                                          ("gpt-4.1-mini", "output"): 40}, cost={"gpt-4.1-mini": 0.0004})
+    finding = Finding("FM-1.3", 0.9, [b"\x01" * 8, b"\x02" * 8], 'search called 3 times with {"q":"a\\tb\\n"}')
+    return Verdict("ab" * 16, "svc", "agent 'x'", ["gpt-4.1-mini"], 1_700_000_000_123_456_789, 1_700_000_001_000_000_000,
+                   5, 3, 2, 1200, 60, 0.0006, {"FM-1.3": finding}, waste)
+
+
+def test_rows_read_back_whole(tmp_path) -> None:
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
+    try:
+        for table, columns in COLUMNS.items():
+            described = store.query(f"DESCRIBE TABLE mastwatch.{table}")
+            assert tuple(c["name"] for c in described) == columns
+        verdict = _verdict()
+        store.export_verdict(verdict, None)
+        assert store.flush()
+        (row,) = store.query("SELECT * FROM mastwatch.mast_traces")
+        assert row["agent"] == "agent 'x'" and row["failure_modes"] == ["FM-1.3"]
+        assert row["started_at"] == "2023-11-14 22:13:20.123456789"  # nanoseconds kept
+        assert int(row["wasted_input_tokens"]) == 900 and int(row["repeated_steps"]) == 2
+        (finding,) = store.query("SELECT * FROM mastwatch.mast_findings")
+        assert finding["reason"] == verdict.findings["FM-1.3"].reason  # tabs, newlines, quotes survive
+        assert finding["evidence"] == ["0101010101010101", "0202020202020202"]
+        assert finding["name"] == MODES["FM-1.3"].name
+    finally:
+        store.shutdown()
