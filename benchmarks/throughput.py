@@ -74,9 +74,6 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
 
     if server_cpu is not None:
         os.sched_setaffinity(0, {server_cpu})
-    if os.environ.get("BENCH_GC"):
-        import gc
-        gc.set_threshold(*map(int, os.environ["BENCH_GC"].split(",")))
     store = tempfile.mkdtemp(prefix="mastwatch-bench-")
     if mode == "decode-only":
         sink = _DecodeOnly()

@@ -11,10 +11,11 @@ from mastwatch.exporter.store.schema import COLUMNS
 
 
 def _verdict() -> Verdict:
-    waste = Waste(repeated_by_tool={"search": 2}, tokens={("gpt-4.1-mini", "input"): 900,
-                                                          ("gpt-4.1-mini", "output"): 40}, cost={"gpt-4.1-mini": 0.0004})
+    model = "gpt-4.1-mini"
+    waste = Waste(repeated_by_tool={"search": 2}, tokens={(model, "input"): 900, (model, "output"): 40},
+                  cost={model: 0.0004})
     finding = Finding("FM-1.3", 0.9, [b"\x01" * 8, b"\x02" * 8], 'search called 3 times with {"q":"a\\tb\\n"}')
-    return Verdict("ab" * 16, "svc", "agent 'x'", ["gpt-4.1-mini"], 1_700_000_000_123_456_789, 1_700_000_001_000_000_000,
+    return Verdict("ab" * 16, "svc", "agent 'x'", [model], 1_700_000_000_123_456_789, 1_700_000_001_000_000_000,
                    5, 3, 2, 1200, 60, 0.0006, {"FM-1.3": finding}, waste)
 
 
