@@ -163,7 +163,13 @@ class Processor:
         now = time.monotonic() if now is None else now
         assembler, engine = self.assembler, self.engine
         for record in spans:
-            step = normalize_span(record)
+            try:
+                step = normalize_span(record)
+            except Exception:  # one odd span never costs the others
+                log.exception("span %s of trace %s could not be normalised; dropped", record.span_id.hex(),
+                              record.trace_id.hex())
+                self.telemetry.spans_rejected("unreadable", 1)
+                continue
             trace = assembler.add(step, now)
             if trace is None:
                 continue
@@ -238,6 +244,7 @@ class Processor:
         verdict = self._verdict(trace, published, findings, waste, reason)
         for exporter in self.exporters:
             exporter.export_verdict(verdict, increment)
+        trace.classifier = trace.emitted = None  # detectors point back at the trace: free it without the GC
         self.telemetry.trace_completed(reason, time.perf_counter() - started)
 
     def _verdict(self, trace: Trace, published: Published, findings: dict[str, Finding], waste: Waste,

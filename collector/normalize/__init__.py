@@ -1,4 +1,5 @@
-"""Spans to steps. Each convention module reads what it knows; earlier modules win on conflicts.
+"""Spans to steps. Each convention module (its MARKERS say which spans are its) reads what it knows; earlier
+modules win on conflicts.
 
 Only fingerprints and short previews of message content, tool arguments and results are kept."""
 
@@ -38,7 +39,7 @@ def normalize_span(span: SpanRecord) -> Step:
     service, trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, attrs = span
     draft: dict[str, Any] = {}
     for convention in CONVENTIONS:
-        if convention.claims(attrs):
+        if not convention.MARKERS.isdisjoint(attrs):
             convention.read(attrs, name, draft)
     kind = draft.get("kind") or StepKind.OTHER
     step = Step(trace_id, span_id, parent_span_id, kind, _intern(name), start_ns, end_ns, _intern(service))

@@ -19,9 +19,8 @@ TOOL_ARGUMENTS = ("gen_ai.tool.call.arguments", "tool_arguments",  # pydantic-ai
 TOOL_RESULTS = ("gen_ai.tool.call.result", "tool_response", "gcp.vertex.agent.tool_response")
 
 
-def claims(attrs: dict[str, Any]) -> bool:
-    return "gen_ai.operation.name" in attrs or "gen_ai.system" in attrs or "gen_ai.provider.name" in attrs \
-        or "gen_ai.tool.name" in attrs or "gen_ai.usage.input_tokens" in attrs
+MARKERS = frozenset({"gen_ai.operation.name", "gen_ai.system", "gen_ai.provider.name", "gen_ai.tool.name",
+                     "gen_ai.usage.input_tokens"})  # a span with any of these is read by this module
 
 
 def _kind(op: str | None, attrs: dict[str, Any]) -> StepKind | None:

@@ -17,8 +17,7 @@ KINDS = {"generation": StepKind.LLM, "tool": StepKind.TOOL, "agent": StepKind.AG
 _OBS = "langfuse.observation."
 
 
-def claims(attrs: dict[str, Any]) -> bool:
-    return _OBS + "type" in attrs
+MARKERS = frozenset({_OBS + "type"})  # a span with any of these is read by this module
 
 
 def _tool_message(output: Any) -> dict[str, Any] | None:

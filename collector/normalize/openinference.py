@@ -10,8 +10,7 @@ from ..steps import StepKind
 KINDS = {"LLM": StepKind.LLM, "TOOL": StepKind.TOOL, "AGENT": StepKind.AGENT, "CHAIN": StepKind.AGENT}
 
 
-def claims(attrs: dict[str, Any]) -> bool:
-    return "openinference.span.kind" in attrs
+MARKERS = frozenset({"openinference.span.kind"})  # a span with any of these is read by this module
 
 
 def _output_messages(attrs: dict[str, Any]) -> str | None:

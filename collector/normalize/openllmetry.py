@@ -12,8 +12,7 @@ KINDS = {"tool": StepKind.TOOL, "agent": StepKind.AGENT, "workflow": StepKind.AG
 LLM_REQUEST_TYPES = frozenset({"chat", "completion"})
 
 
-def claims(attrs: dict[str, Any]) -> bool:
-    return "traceloop.span.kind" in attrs or "llm.request.type" in attrs
+MARKERS = frozenset({"traceloop.span.kind", "llm.request.type"})  # a span with any of these is read by this module
 
 
 def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:

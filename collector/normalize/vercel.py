@@ -12,8 +12,7 @@ LLM_OPERATIONS = frozenset({"ai.generateText.doGenerate", "ai.streamText.doStrea
 AGENT_OPERATIONS = frozenset({"ai.generateText", "ai.streamText", "ai.generateObject", "ai.streamObject"})
 
 
-def claims(attrs: dict[str, Any]) -> bool:
-    return "ai.operationId" in attrs
+MARKERS = frozenset({"ai.operationId"})  # a span with any of these is read by this module
 
 
 def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
