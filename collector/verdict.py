@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any
 
 from .classify.modes import MODES
@@ -12,10 +13,15 @@ from .spend import Waste
 from .steps import Finding
 
 
+@lru_cache(maxsize=4096)
+def _second(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def rfc3339(ns: int) -> str:
     """UTC, nanoseconds kept (exact: no float on the way)."""
     seconds, fraction = divmod(ns, 1_000_000_000)
-    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{fraction:09d}Z"
+    return f"{_second(seconds)}.{fraction:09d}Z"
 
 
 @dataclass

@@ -21,6 +21,10 @@ STATUS_ERROR = 2  # opentelemetry.proto.trace.v1.Status.STATUS_CODE_ERROR
 
 
 def _int(value: Any) -> int:
+    if value is None:
+        return 0
+    if type(value) is int:
+        return value if value > 0 else 0
     try:
         return max(int(value), 0)
     except (TypeError, ValueError):
