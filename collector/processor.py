@@ -225,7 +225,7 @@ class Processor:
         waste = waste or Waste()
         for f in findings:
             if f.repeated:
-                waste.add(f.repeated, trace.llm_steps, self.pricer)
+                waste.add(f.code, f.repeated, trace.llm_steps, self.pricer)
         return waste
 
     def _publish_live(self, trace: Trace, changed: list[Finding]) -> None:

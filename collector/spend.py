@@ -133,7 +133,7 @@ class Waste:
     tokens: dict[tuple[str, str], int] = field(default_factory=dict)
     cost: dict[str, float] = field(default_factory=dict)
     producers: set[bytes] = field(default_factory=set)
-    accounted: int = 0  # how many of the detector's repeated steps are included
+    accounted: dict[str, int] = field(default_factory=dict)  # per finding code: repeated steps included
 
     @property
     def repeated_steps(self) -> int:
@@ -142,9 +142,9 @@ class Waste:
     def token_total(self, kind: str) -> int:
         return sum(v for (_, t), v in self.tokens.items() if t == kind)
 
-    def add(self, repeated: list[Step], llm_steps: list[Step], pricer: Pricer) -> None:
-        """Account for the repeated steps not yet accounted (the list only grows)."""
-        for step in repeated[self.accounted:]:
+    def add(self, code: str, repeated: list[Step], llm_steps: list[Step], pricer: Pricer) -> None:
+        """Account for the repeated steps of finding `code` not yet accounted (its list only grows)."""
+        for step in repeated[self.accounted.get(code, 0):]:
             tool = step.tool if step.tool is not None else "(model output)"
             self.repeated_by_tool[tool] = self.repeated_by_tool.get(tool, 0) + 1
             llm = producer(step, llm_steps)
@@ -158,4 +158,4 @@ class Waste:
             price = pricer.cost(llm.model, llm.provider, (llm,))
             if price:
                 self.cost[model] = self.cost.get(model, 0.0) + price
-        self.accounted = len(repeated)
+        self.accounted[code] = len(repeated)

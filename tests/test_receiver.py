@@ -166,3 +166,15 @@ def test_full_queue_is_backpressure_and_clients_retry() -> None:
 def _one_run(tracer) -> None:
     with agent_run(tracer):
         step(tracer, "t", {"a": 1})
+
+
+def test_chunked_bodies_are_refused_with_length_required(server) -> None:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", int(server.http_url.split(":")[2].split("/")[0]), timeout=5)
+    body = request_of(1, trace=90).SerializeToString()
+    conn.request("POST", "/v1/traces", body=iter([body]), headers={"Content-Type": "application/x-protobuf",
+                                                                   "Transfer-Encoding": "chunked"})
+    assert conn.getresponse().status == 411
+    conn.close()
+    assert post(server.http_url, body)[0] == 200

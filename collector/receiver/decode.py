@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ..normalize.attributes import any_value
+from ..normalize.attributes import any_value, attributes
 
 UNKNOWN_SERVICE = "unknown_service"
 
@@ -56,7 +56,7 @@ def records(request: ExportTraceServiceRequest) -> Decoded:
                     continue
                 spans.append(SpanRecord(service, trace_id, span_id, parent, s.name, s.start_time_unix_nano,
                                         s.end_time_unix_nano, s.status.code,
-                                        {kv.key: any_value(kv.value) for kv in s.attributes}))
+                                        attributes(s.attributes)))
     return Decoded(spans, rejected)
 
 

@@ -67,7 +67,19 @@ class _Handler(BaseHTTPRequestHandler):
         srv = self.server
         content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         reply_type = JSON if content_type == JSON else PROTOBUF
-        length = int(self.headers.get("Content-Length") or 0)
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            self.close_connection = True
+            self._error(411, GRPC_INVALID_ARGUMENT, "send a Content-Length (chunked bodies are not accepted)",
+                        reply_type)
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:
+            self.close_connection = True
+            self._error(400, GRPC_INVALID_ARGUMENT, "bad Content-Length", reply_type)
+            return
         if self.path.split("?")[0] != TRACES_PATH:
             self._drain(length)
             self._error(404, 5, f"unknown path {self.path}; traces go to {TRACES_PATH}", reply_type)
