@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from ..assemble import Trace
-from ..steps import Finding, Step
+from ..steps import Finding, Step, StepKind
 
 
 class DetectorSettings(BaseModel):
@@ -27,6 +27,7 @@ class DetectorSettings(BaseModel):
 class Detector:
     code: ClassVar[str]
     Settings: ClassVar[type[DetectorSettings]] = DetectorSettings
+    kinds: ClassVar[frozenset[StepKind]] = frozenset(StepKind)  # the steps `observe` is given
 
     def __init__(self, settings: Any, trace: Trace) -> None:
         self.settings = settings

@@ -40,6 +40,7 @@ class ClassifierEngine:
             if parsed.enabled:
                 self.detectors.append((cls, parsed))
         self.on_detector_error = on_detector_error or (lambda code: None)
+        self.kinds = frozenset().union(*(cls.kinds for cls, _ in self.detectors))  # steps any detector wants
 
     def _start(self, trace: Trace) -> TraceFindings:
         return TraceFindings([cls(s, trace) for cls, s in self.detectors])
@@ -53,6 +54,8 @@ class ClassifierEngine:
         changed: list[Finding] = []
         failed: list[Detector] = []
         for detector in state.detectors:
+            if step.kind not in detector.kinds:
+                continue
             try:
                 finding = detector.observe(step)
             except Exception:
@@ -69,6 +72,8 @@ class ClassifierEngine:
 
     def observe(self, trace: Trace, step: Step) -> list[Finding]:
         """Feed one step; returns the findings that are new or changed."""
+        if step.kind not in self.kinds:
+            return []
         state: TraceFindings = trace.classifier
         if state is None:
             state = trace.classifier = self._start(trace)

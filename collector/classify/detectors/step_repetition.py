@@ -44,6 +44,7 @@ class StepRepetitionSettings(DetectorSettings):
 class StepRepetition(Detector):
     code = "FM-1.3"
     Settings = StepRepetitionSettings
+    kinds = frozenset({StepKind.TOOL, StepKind.LLM})
 
     def __init__(self, settings: StepRepetitionSettings, trace) -> None:
         super().__init__(settings, trace)

@@ -1,0 +1,51 @@
+"""The classifier engine: plugins found by module, fed only the steps they want, isolated when they fail."""
+
+from __future__ import annotations
+
+from mastwatch.collector.assemble import Trace
+from mastwatch.collector.classify.detector import Detector, DetectorSettings
+from mastwatch.collector.classify.detectors import load_detectors
+from mastwatch.collector.classify.engine import ClassifierEngine
+from mastwatch.collector.content import Content
+from mastwatch.collector.steps import Step, StepKind
+
+
+def _step(n: int, kind: StepKind = StepKind.TOOL) -> Step:
+    return Step(b"\x01" * 16, n.to_bytes(8, "big"), b"\x09" * 8, kind, "s", n, n + 1, "svc", tool="t",
+                args=Content({"a": 1}))
+
+
+class _Exploding(Detector):
+    code = "FM-9.9"
+    kinds = frozenset({StepKind.TOOL})
+    seen: list[StepKind] = []
+
+    def observe(self, step: Step):
+        self.seen.append(step.kind)
+        raise RuntimeError("boom")
+
+
+def test_detectors_are_discovered_by_module() -> None:
+    assert "FM-1.3" in load_detectors()
+
+
+def test_a_failing_detector_is_switched_off_counted_and_the_others_go_on() -> None:
+    errors: list[str] = []
+    engine = ClassifierEngine(on_detector_error=errors.append)
+    engine.detectors.insert(0, (_Exploding, DetectorSettings()))
+    trace = Trace(b"\x01" * 16, 0.0, 0.0)
+    live = []
+    for n in range(1, 5):
+        trace.add(_step(n), 0.0)
+        live += engine.observe(trace, _step(n))
+    assert errors == ["FM-9.9"]  # once: switched off for this trace after its first failure
+    assert _Exploding.seen == [StepKind.TOOL]
+    assert [f.code for f in live][:1] == ["FM-1.3"]  # FM-1.3 still fired, live
+    assert set(engine.finish(trace)) == {"FM-1.3"}
+
+
+def test_steps_no_detector_wants_cost_no_state() -> None:
+    engine = ClassifierEngine()
+    trace = Trace(b"\x01" * 16, 0.0, 0.0)
+    assert engine.observe(trace, _step(1, StepKind.AGENT)) == []
+    assert trace.classifier is None
