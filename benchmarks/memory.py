@@ -25,11 +25,9 @@ def _rss() -> int:
 def measure(out, spans: int, content: bool) -> None:
     from mastwatch.collector.processor import Processor, ProcessorConfig
     from mastwatch.collector.receiver.decode import decode
-    from mastwatch.replay import _NoTelemetry
 
     bodies = requests(spans, 1000, content=content, roots=False)
-    processor = Processor(ProcessorConfig(decision_wait=3600, max_trace_age=3600, max_traces=10**7), [],
-                          _NoTelemetry())
+    processor = Processor(ProcessorConfig(decision_wait=3600, max_trace_age=3600, max_traces=10**7), [])
     processor.process(decode(requests(1000, 1000, content, False)[0]).spans, now=0.0)
     gc.collect()
     before = _rss()

@@ -85,15 +85,27 @@ class Telemetry(Protocol):
     def state(self, traces: int, spans: int, queued: int) -> None: ...
 
 
+class NullTelemetry:
+    """Telemetry that records nothing (replay, tests, benchmarks)."""
+
+    def __getattr__(self, name: str):
+        return _ignore
+
+
+def _ignore(*args: object, **kwargs: object) -> None:
+    return None
+
+
 def _diff(new: dict, old: dict) -> dict:
     return {k: v - old.get(k, 0) for k, v in new.items() if v - old.get(k, 0) > 0}
 
 
 class Processor:
-    def __init__(self, config: ProcessorConfig, exporters: Iterable[Exporter], telemetry: Telemetry) -> None:
+    def __init__(self, config: ProcessorConfig, exporters: Iterable[Exporter],
+                 telemetry: Telemetry | None = None) -> None:
         self.config = config
         self.exporters = list(exporters)
-        self.telemetry = telemetry
+        self.telemetry = telemetry = telemetry or NullTelemetry()
         self.engine = ClassifierEngine(config.detectors, on_detector_error=telemetry.detector_failed)
         self.pricer = Pricer()
         self.assembler = TraceAssembler(

@@ -73,14 +73,9 @@ class JsonLinesExporter:
         self.out.flush()
 
 
-class _NoTelemetry:
-    def __getattr__(self, name: str):
-        return lambda *args, **kwargs: None
-
-
 def replay(paths: list[str], exporters: list, config: ProcessorConfig | None = None) -> int:
     """Classify every trace in the files; returns the number of spans read."""
-    processor = Processor(config or ProcessorConfig(), exporters, _NoTelemetry())
+    processor = Processor(config or ProcessorConfig(), exporters)
     spans = 0
     for path in paths:
         for records_ in read_requests(path):

@@ -178,11 +178,6 @@ class Sink:
         pass
 
 
-class NoTelemetry:
-    def __getattr__(self, name: str) -> Any:
-        return lambda *args, **kwargs: None
-
-
 def otlp_span(n: int, parent: int, name: str, start: int, end: int, **attrs: Any) -> Span:
     def value(v: Any) -> AnyValue:
         return AnyValue(int_value=v) if isinstance(v, int) else AnyValue(string_value=str(v))
@@ -218,7 +213,7 @@ def loop_request() -> ExportTraceServiceRequest:
 
 def test_processor_verdict_counts_the_waste_of_repeated_calls() -> None:
     sink = Sink()
-    processor = Processor(ProcessorConfig(), [sink], NoTelemetry())
+    processor = Processor(ProcessorConfig(), [sink])
     processor.process(records(loop_request()).spans, now=0.0)
     live = [m.code for inc in sink.increments for m in inc.modes]
     assert live == ["FM-1.3"] and not sink.verdicts  # published while the trace is still open
