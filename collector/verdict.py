@@ -13,15 +13,18 @@ from .spend import Waste
 from .steps import Finding
 
 
-@lru_cache(maxsize=4096)
-def _second(seconds: int) -> str:
-    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+@lru_cache(maxsize=64)
+def _day(days: int) -> str:
+    return datetime.fromtimestamp(days * 86_400, tz=timezone.utc).strftime("%Y-%m-%d")
 
 
 def rfc3339(ns: int) -> str:
     """UTC, nanoseconds kept (exact: no float on the way)."""
     seconds, fraction = divmod(ns, 1_000_000_000)
-    return f"{_second(seconds)}.{fraction:09d}Z"
+    days, seconds = divmod(seconds, 86_400)
+    hours, seconds = divmod(seconds, 3600)
+    minutes, seconds = divmod(seconds, 60)
+    return f"{_day(days)}T{hours:02d}:{minutes:02d}:{seconds:02d}.{fraction:09d}Z"
 
 
 @dataclass

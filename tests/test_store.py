@@ -38,3 +38,16 @@ def test_rows_read_back_whole(tmp_path) -> None:
         assert finding["name"] == MODES["FM-1.3"].name
     finally:
         store.shutdown()
+
+
+def test_rfc3339_is_exact_to_the_nanosecond() -> None:
+    import random
+    from datetime import datetime, timezone
+
+    from mastwatch.collector.verdict import rfc3339
+
+    rng = random.Random(7)
+    for ns in [0, 86_399_999_999_999, 1_700_000_000_123_456_789] + [rng.randrange(0, 4 * 10**18) for _ in range(2000)]:
+        seconds, fraction = divmod(ns, 10**9)
+        expected = datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        assert rfc3339(ns) == f"{expected}.{fraction:09d}Z"
