@@ -39,16 +39,27 @@ class Trace:
     root: Step | None = None
     in_order: bool = True  # model and tool calls arrived in start-time order (agent spans end, so come, last)
     _last_start: int = 0
+    tool_calls: int = 0
+    started_ns: int = 0  # earliest start and latest end of any step
+    ended_ns: int = 0
     classifier: Any = None  # per-trace classifier state, owned by the engine
     emitted: Any = None  # what the sinks were already told (live findings), owned by the processor
 
     def add(self, step: Step, now: float) -> None:
-        self.steps.append(step)
-        if step.kind is StepKind.LLM or step.kind is StepKind.TOOL:
+        steps = self.steps
+        if not steps or step.start_ns < self.started_ns:
+            self.started_ns = step.start_ns
+        if step.end_ns > self.ended_ns:
+            self.ended_ns = step.end_ns
+        steps.append(step)
+        kind = step.kind
+        if kind is StepKind.LLM or kind is StepKind.TOOL:
             if step.start_ns < self._last_start:
                 self.in_order = False
             self._last_start = step.start_ns
-        if step.kind is StepKind.LLM:
+            if kind is StepKind.TOOL:
+                self.tool_calls += 1
+        if kind is StepKind.LLM:
             if self.llm_steps and step.end_ns < self.llm_steps[-1].end_ns:
                 bisect.insort(self.llm_steps, step, key=end_time)
             else:

@@ -25,7 +25,7 @@ from .classify.modes import MODES, FailureMode
 from .normalize import normalize_span
 from .receiver.decode import SpanRecord
 from .spend import Pricer, Waste
-from .steps import Finding, StepKind
+from .steps import Finding
 from .verdict import Verdict
 
 log = logging.getLogger(__name__)
@@ -262,15 +262,8 @@ class Processor:
     def _verdict(self, trace: Trace, published: Published, findings: dict[str, Finding], waste: Waste,
                  reason: str) -> Verdict:
         by_model: dict[tuple[str, str | None], list] = {}
-        tool_calls = 0
-        start = end = None
-        for s in trace.steps:
-            if s.kind is StepKind.LLM:
-                by_model.setdefault((s.model or "unknown", s.provider), []).append(s)
-            elif s.kind is StepKind.TOOL:
-                tool_calls += 1
-            start = s.start_ns if start is None or s.start_ns < start else start
-            end = s.end_ns if end is None or s.end_ns > end else end
+        for s in trace.llm_steps:
+            by_model.setdefault((s.model or "unknown", s.provider), []).append(s)
         tokens: dict[tuple[str, str], int] = {}
         cost: dict[str, float] = {}
         unpriced: dict[str, int] = {}
@@ -291,7 +284,7 @@ class Processor:
             self.telemetry.unpriced_calls(model, n)
         return Verdict(
             trace_id=trace.trace_id.hex(), service=published.service, agent=published.agent,
-            models=sorted({m for m, _ in by_model}), started_at_ns=start or 0, ended_at_ns=end or 0,
-            steps=len(trace.steps), llm_calls=sum(len(v) for v in by_model.values()), tool_calls=tool_calls,
+            models=sorted({m for m, _ in by_model}), started_at_ns=trace.started_ns, ended_at_ns=trace.ended_ns,
+            steps=len(trace.steps), llm_calls=len(trace.llm_steps), tool_calls=trace.tool_calls,
             input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=sum(cost.values()),
             findings=findings, waste=waste, completion=reason, tokens=tokens, cost=cost, unpriced_calls=unpriced)

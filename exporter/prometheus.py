@@ -84,6 +84,7 @@ class SelfMetrics:
         self.store_rows = Counter("mastwatch_store_rows_written", "Rows written to the store", ["table"],
                                   registry=r)
         self.store_errors = Counter("mastwatch_store_errors", "Failed store writes (retried)", registry=r)
+        self._completed: dict[str, Any] = {}  # reason -> child (a handful of reasons)
         self.limit = lambda label, value: value  # replaced by the exporter's LabelLimiter
 
     # the receiver's Counters and the processor's Telemetry protocols
@@ -104,7 +105,10 @@ class SelfMetrics:
         self.late.inc(n)
 
     def trace_completed(self, reason: str, seconds: float) -> None:
-        self.completed.labels(reason).inc()
+        child = self._completed.get(reason)
+        if child is None:
+            child = self._completed[reason] = self.completed.labels(reason)
+        child.inc()
         if reason == "evicted":
             self.evicted.inc()
         self.latency.observe(seconds)
