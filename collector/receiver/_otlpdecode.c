@@ -20,6 +20,12 @@
  *    array_value/kvlist_value set twice in a row appends; string_value_strindex (8) sets the oneof to a
  *    member that converts to None; int32 enums keep the low 32 bits of the varint, bools are "any bit".
  *
+ * Attributes left out: span attributes whose key is one of the keys, or starts with one of the prefixes,
+ * given by configure(keys, prefixes) (decode.py passes UNREAD_KEYS / UNREAD_PREFIXES at import, as
+ * decode_python leaves them out too) are not put in the attribute dict. The key is matched on its raw bytes
+ * (the last key occurrence of the KeyValue, wherever it is) before anything is made of the value, which is
+ * then only checked as upb checks it (framing, UTF-8, depth), so what is refused stays the same.
+ *
  * Record construction: when record_type is a tuple subclass with 9 _fields (a NamedTuple, which cannot
  * override __new__), the instance is allocated with tp_alloc and filled in place (what tuple.__new__
  * does for a subclass); any other record_type is called with the 9 values.
@@ -27,6 +33,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_DEPTH 100
@@ -151,60 +158,97 @@ le64(cptr p)
            (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 | (uint64_t)p[6] << 48 | (uint64_t)p[7] << 56;
 }
 
-/* Strict UTF-8 (no overlongs, no surrogates, nothing past U+10FFFF), as upb and Python check it. */
+/* The index (0..7) of the first byte with its high bit set among 8 little-endian bytes; bits: those high
+ * bits, not 0. */
+static inline int
+first_high_byte(cptr s, uint64_t bits)
+{
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    (void)s;
+    return __builtin_ctzll(bits) >> 3;
+#else
+    (void)bits;
+    int k = 0;
+    while (s[k] < 0x80) {
+        k++;
+    }
+    return k;
+#endif
+}
+
+/* Strict UTF-8 (no overlongs, no surrogates, nothing past U+10FFFF), as upb and Python check it. Attributes
+ * left out are only checked, and can be large: ASCII goes a word at a time (runs past a word 32 bytes at a
+ * time), the rest a character at a time. */
 static int
 utf8_valid(cptr s, Py_ssize_t n)
 {
+    const uint64_t high = 0x8080808080808080ULL;
     Py_ssize_t i = 0;
-    while (i < n) {
-        if (n - i >= 8) {
+    for (;;) {
+        for (;;) { /* to the next non-ASCII byte, or the end */
+            if (n - i < 8) {
+                while (i < n && s[i] < 0x80) {
+                    i++;
+                }
+                break;
+            }
             uint64_t w;
             memcpy(&w, s + i, 8);
-            if (!(w & 0x8080808080808080ULL)) {
-                i += 8;
-                continue;
+            if (w & high) {
+                i += first_high_byte(s + i, w & high);
+                break;
+            }
+            i += 8;
+            while (n - i >= 32) {
+                uint64_t b[4];
+                memcpy(b, s + i, 32);
+                if ((b[0] | b[1] | b[2] | b[3]) & high) {
+                    break;
+                }
+                i += 32;
             }
         }
-        unsigned c = s[i];
-        if (c < 0x80) {
-            i += 1;
+        if (i >= n) {
+            return 1;
         }
-        else if (c < 0xC2) {
-            return 0;
-        }
-        else if (c < 0xE0) {
-            if (n - i < 2 || (s[i + 1] & 0xC0) != 0x80) {
+        do { /* non-ASCII characters, up to the next ASCII byte */
+            unsigned c = s[i];
+            if (c < 0xC2) {
                 return 0;
             }
-            i += 2;
-        }
-        else if (c < 0xF0) {
-            if (n - i < 3) {
+            else if (c < 0xE0) {
+                if (n - i < 2 || (s[i + 1] & 0xC0) != 0x80) {
+                    return 0;
+                }
+                i += 2;
+            }
+            else if (c < 0xF0) {
+                if (n - i < 3) {
+                    return 0;
+                }
+                unsigned c1 = s[i + 1];
+                if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (c == 0xE0 && c1 < 0xA0) ||
+                    (c == 0xED && c1 > 0x9F)) {
+                    return 0;
+                }
+                i += 3;
+            }
+            else if (c < 0xF5) {
+                if (n - i < 4) {
+                    return 0;
+                }
+                unsigned c1 = s[i + 1];
+                if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80 ||
+                    (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F)) {
+                    return 0;
+                }
+                i += 4;
+            }
+            else {
                 return 0;
             }
-            unsigned c1 = s[i + 1];
-            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (c == 0xE0 && c1 < 0xA0) ||
-                (c == 0xED && c1 > 0x9F)) {
-                return 0;
-            }
-            i += 3;
-        }
-        else if (c < 0xF5) {
-            if (n - i < 4) {
-                return 0;
-            }
-            unsigned c1 = s[i + 1];
-            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80 ||
-                (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F)) {
-                return 0;
-            }
-            i += 4;
-        }
-        else {
-            return 0;
-        }
+        } while (i < n && s[i] >= 0x80);
     }
-    return 1;
 }
 
 /* ---------------------------------------------------------------- skipping ---- */
@@ -339,6 +383,211 @@ check_msg(Dec *d, int type, cptr p, cptr end)
     return p;
 }
 
+/* ------------------------------------------------- attributes left out ---- */
+
+typedef struct {
+    const char *s;   /* UTF-8, owned by unread.owner */
+    Py_ssize_t n;
+    uint64_t head;   /* key_head() of its first min(n, 8) bytes */
+    uint64_t mask;   /* the bits of head that count (a prefix shorter than 8 bytes) */
+} Name;
+
+/* The keys and the prefixes, each in order of first byte: those starting with byte b are
+ * keys[key_first[b] .. key_first[b + 1]) and prefixes[prefix_first[b] .. prefix_first[b + 1]). */
+static struct {
+    Name *keys;                 /* one PyMem block: the keys, then the prefixes */
+    Name *prefixes;
+    uint16_t key_first[257];
+    uint16_t prefix_first[257];
+    uint64_t key_lengths[256];  /* by first byte: bit min(n, 63) set for each key length n */
+    Py_ssize_t prefix_min[256]; /* by first byte: the length of the shortest prefix (PY_SSIZE_T_MAX: none) */
+    PyObject *owner;            /* tuple of the bytes objects the names point into */
+} unread;
+
+/* The first min(n, 8) bytes of s, little-endian. */
+static inline uint64_t
+key_head(cptr s, Py_ssize_t n)
+{
+    if (n >= 8) {
+        return le64(s);
+    }
+    uint64_t h = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h |= (uint64_t)s[i] << (8 * i);
+    }
+    return h;
+}
+
+/* A span attribute key (raw bytes) is one of the attributes left out. Most keys are told apart by their
+ * first byte and length, or the first 8 bytes; a few bytes are compared after that. */
+static inline int
+key_unread(cptr k, Py_ssize_t n)
+{
+    if (n == 0) {
+        return 0;
+    }
+    unsigned b = k[0];
+    int maybe_key = (int)((unread.key_lengths[b] >> (n < 63 ? n : 63)) & 1);
+    if (!maybe_key && n < unread.prefix_min[b]) {
+        return 0;
+    }
+    uint64_t h = key_head(k, n);
+    for (Py_ssize_t i = unread.prefix_first[b], stop = unread.prefix_first[b + 1]; i < stop; i++) {
+        const Name *e = &unread.prefixes[i];
+        if (n >= e->n && (h & e->mask) == e->head &&
+            (e->n <= 8 || memcmp(k + 8, e->s + 8, (size_t)(e->n - 8)) == 0)) {
+            return 1;
+        }
+    }
+    if (maybe_key) {
+        for (Py_ssize_t i = unread.key_first[b], stop = unread.key_first[b + 1]; i < stop; i++) {
+            const Name *e = &unread.keys[i];
+            if (n == e->n && h == e->head && (n <= 8 || memcmp(k + 8, e->s + 8, (size_t)(n - 8)) == 0)) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Whether a KeyValue (contents in [p, end)) is left out: its last key, wherever it is on the wire. Only
+ * tags and lengths are read, as parse_kv reads them (its depth is given), so an error here is one parse_kv
+ * meets too: 1 left out, 0 kept, -1 error. */
+static int
+kv_unread(int depth, cptr p, cptr end)
+{
+    cptr key = NULL;
+    Py_ssize_t keylen = 0;
+    Dec scan = {depth};
+    while (p < end) {
+        uint32_t tag;
+        Py_ssize_t n;
+        if (!(p = rd_tag(p, end, &tag))) {
+            return -1;
+        }
+        if (tag == ((1 << 3) | 2) || tag == ((2 << 3) | 2)) {
+            if (!(p = rd_len(p, end, &n))) {
+                return -1;
+            }
+            if (tag == ((1 << 3) | 2)) {
+                key = p;
+                keylen = n;
+            }
+            p += n;
+        }
+        else if (!(p = skip_field(&scan, p, end, tag))) {
+            return -1;
+        }
+    }
+    return key != NULL && key_unread(key, keylen);
+}
+
+static int
+name_order(const void *a, const void *b)
+{
+    return (int)(unsigned char)((const Name *)a)->s[0] - (int)(unsigned char)((const Name *)b)->s[0];
+}
+
+/* first[b]: how many of the names (in order of first byte) start with a byte below b. */
+static void
+index_names(const Name *names, Py_ssize_t count, uint16_t *first)
+{
+    Py_ssize_t i = 0;
+    for (int b = 0; b < 256; b++) {
+        while (i < count && (unsigned char)names[i].s[0] < b) {
+            i++;
+        }
+        first[b] = (uint16_t)i;
+    }
+    first[256] = (uint16_t)count;
+}
+
+/* configure(keys, prefixes): the span attributes to leave out from now on. */
+static PyObject *
+configure(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "configure(keys, prefixes) takes 2 arguments");
+        return NULL;
+    }
+    PyObject *seqs[2] = {NULL, NULL}, *owner = NULL;
+    Name *names = NULL;
+    Py_ssize_t counts[2] = {0, 0};
+    for (int j = 0; j < 2; j++) {
+        if (PyUnicode_Check(args[j]) || PyBytes_Check(args[j])) {
+            PyErr_SetString(PyExc_TypeError, "configure() takes collections of str, not a str");
+            goto error;
+        }
+        if (!(seqs[j] = PySequence_Fast(args[j], "configure() takes collections of str"))) {
+            goto error;
+        }
+        counts[j] = PySequence_Fast_GET_SIZE(seqs[j]);
+        if (counts[j] > UINT16_MAX) {
+            PyErr_SetString(PyExc_ValueError, "configure(): too many keys or prefixes");
+            goto error;
+        }
+    }
+    Py_ssize_t total = counts[0] + counts[1];
+    if (!(owner = PyTuple_New(total))) {
+        goto error;
+    }
+    if (!(names = PyMem_Calloc(total ? (size_t)total : 1, sizeof(Name)))) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < total; i++) {
+        int prefix = i >= counts[0];
+        PyObject *item = PySequence_Fast_GET_ITEM(seqs[prefix], prefix ? i - counts[0] : i);
+        if (!PyUnicode_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "configure() takes str keys and prefixes, not %.100s",
+                         Py_TYPE(item)->tp_name);
+            goto error;
+        }
+        PyObject *b = PyUnicode_AsUTF8String(item);
+        if (!b) {
+            goto error;
+        }
+        PyTuple_SET_ITEM(owner, i, b);
+        Name *e = &names[i];
+        e->s = PyBytes_AS_STRING(b);
+        e->n = PyBytes_GET_SIZE(b);
+        if (e->n == 0) {
+            PyErr_SetString(PyExc_ValueError, "configure(): an empty key or prefix");
+            goto error;
+        }
+        e->head = key_head((cptr)e->s, e->n);
+        e->mask = e->n >= 8 ? UINT64_MAX : ((uint64_t)1 << (8 * e->n)) - 1;
+    }
+    qsort(names, (size_t)counts[0], sizeof(Name), name_order);
+    qsort(names + counts[0], (size_t)counts[1], sizeof(Name), name_order);
+    PyMem_Free(unread.keys);
+    Py_XSETREF(unread.owner, owner);
+    unread.keys = names;
+    unread.prefixes = names + counts[0];
+    index_names(unread.keys, counts[0], unread.key_first);
+    index_names(unread.prefixes, counts[1], unread.prefix_first);
+    memset(unread.key_lengths, 0, sizeof(unread.key_lengths));
+    for (Py_ssize_t i = 0; i < counts[0]; i++) {
+        unread.key_lengths[(unsigned char)names[i].s[0]] |= (uint64_t)1 << (names[i].n < 63 ? names[i].n : 63);
+    }
+    for (int b = 0; b < 256; b++) {
+        unread.prefix_min[b] = PY_SSIZE_T_MAX;
+    }
+    for (Py_ssize_t i = counts[0]; i < total; i++) {
+        Py_ssize_t *min = &unread.prefix_min[(unsigned char)names[i].s[0]];
+        *min = names[i].n < *min ? names[i].n : *min;
+    }
+    Py_DECREF(seqs[0]);
+    Py_DECREF(seqs[1]);
+    Py_RETURN_NONE;
+error:
+    PyMem_Free(names);
+    Py_XDECREF(owner);
+    Py_XDECREF(seqs[0]);
+    Py_XDECREF(seqs[1]);
+    return NULL;
+}
+
 /* ------------------------------------------------------------ conversion ---- */
 
 /* AnyValue's oneof while its occurrences are parsed in turn. */
@@ -390,15 +639,20 @@ hex_str(cptr s, Py_ssize_t n)
 typedef struct {
     cptr key;          /* last key occurrence */
     Py_ssize_t keylen;
-    PyObject *keyobj;  /* its str (owned), NULL if no key was given */
-    PyObject *value;   /* owned, converted value (None when unset) */
+    PyObject *keyobj;  /* its str (owned), NULL if no key was given or the attribute is left out */
+    PyObject *value;   /* owned, converted value (None when unset); NULL when the attribute is left out */
 } KV;
 
-/* A KeyValue (contents in [p, end)); on success kv holds new references. */
+/* A KeyValue (contents in [p, end)); on success kv holds new references. With may_leave_out (span
+ * attributes), an attribute left out (key_unread of its last key) is only checked: nothing is made of its
+ * value, nor of its key, and it gets a NULL value. */
 static int
-parse_kv(Dec *d, KV *kv, cptr p, cptr end)
+parse_kv(Dec *d, KV *kv, cptr p, cptr end, int may_leave_out)
 {
     AnyState av = {AV_NONE, NULL};
+    cptr begin = p;
+    int left_out = may_leave_out && (unread.key_first[256] | unread.prefix_first[256]) ? -1 : 0; /* -1: not known yet */
+    int key_left_out = 0; /* while left_out is not known: the last key occurrence is one left out */
     kv->key = NULL;
     kv->keylen = 0;
     kv->keyobj = NULL;
@@ -419,12 +673,24 @@ parse_kv(Dec *d, KV *kv, cptr p, cptr end)
             if (!p) {
                 goto error;
             }
-            PyObject *k = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
-            if (!k) {
-                utf8_error();
-                goto error;
+            if (left_out < 0) {
+                key_left_out = key_unread(p, n);
             }
-            Py_XSETREF(kv->keyobj, k);
+            if (left_out > 0 || (left_out < 0 && key_left_out)) { /* no str for a key left out */
+                if (!utf8_valid(p, n)) {
+                    fail("invalid UTF-8 in a string field");
+                    goto error;
+                }
+                Py_CLEAR(kv->keyobj);
+            }
+            else {
+                PyObject *k = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+                if (!k) {
+                    utf8_error();
+                    goto error;
+                }
+                Py_XSETREF(kv->keyobj, k);
+            }
             kv->key = p;
             kv->keylen = n;
             p += n;
@@ -434,6 +700,19 @@ parse_kv(Dec *d, KV *kv, cptr p, cptr end)
             p = rd_len(p, end, &n);
             if (!p) {
                 goto error;
+            }
+            if (left_out < 0) { /* the key is known when the value ends the KeyValue, as it does in practice */
+                left_out = p + n == end ? key_left_out : kv_unread(d->depth, begin, end);
+                if (left_out < 0) {
+                    goto error;
+                }
+            }
+            if (left_out) { /* checked only: nothing is made of it */
+                if (!check_msg(d, M_ANY, p, p + n)) {
+                    goto error;
+                }
+                p += n;
+                continue;
             }
             if (--d->depth < 0) {
                 fail("nesting too deep");
@@ -453,6 +732,13 @@ parse_kv(Dec *d, KV *kv, cptr p, cptr end)
         }
     }
     d->depth++;
+    if (left_out < 0) { /* no value */
+        left_out = key_left_out;
+    }
+    if (left_out) {
+        Py_CLEAR(kv->keyobj);
+        return 0;
+    }
     kv->value = av_take(&av);
     return 0;
 error:
@@ -461,13 +747,17 @@ error:
     return -1;
 }
 
-/* Repeated KeyValue field contents into a dict (later keys win). */
+/* Repeated KeyValue field contents into a dict (later keys win); span attributes (may_leave_out) left out
+ * are not put in. */
 static int
-kv_into_dict(Dec *d, PyObject *dict, cptr p, cptr end)
+kv_into_dict(Dec *d, PyObject *dict, cptr p, cptr end, int may_leave_out)
 {
     KV kv;
-    if (parse_kv(d, &kv, p, end) < 0) {
+    if (parse_kv(d, &kv, p, end, may_leave_out) < 0) {
         return -1;
+    }
+    if (kv.value == NULL) {
+        return 0;
     }
     PyObject *key = kv.keyobj;
     if (key == NULL) {
@@ -634,7 +924,7 @@ feed_any(Dec *d, AnyState *av, cptr p, cptr end)
                     if (!q) {
                         return -1;
                     }
-                    if (kv_into_dict(d, av->obj, q, q + m) < 0) {
+                    if (kv_into_dict(d, av->obj, q, q + m, 0) < 0) {
                         return -1;
                     }
                     q += m;
@@ -706,7 +996,7 @@ parse_resource(Dec *d, cptr p, cptr end, PyObject **service_value)
         if (tag == ((1 << 3) | 2)) {
             KV kv;
             p = rd_len(p, end, &n);
-            if (!p || parse_kv(d, &kv, p, p + n) < 0) {
+            if (!p || parse_kv(d, &kv, p, p + n, 0) < 0) {
                 return -1;
             }
             if (kv.keylen == 12 && memcmp(kv.key, "service.name", 12) == 0) {
@@ -843,7 +1133,7 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
             p += 8;
             break;
         case (9 << 3) | 2:
-            if (!(p = rd_len(p, end, &n)) || kv_into_dict(d, attrs, p, p + n) < 0) {
+            if (!(p = rd_len(p, end, &n)) || kv_into_dict(d, attrs, p, p + n, 1) < 0) {
                 goto error;
             }
             p += n;
@@ -1161,6 +1451,9 @@ static PyMethodDef methods[] = {
     {"decode_request", (PyCFunction)(void (*)(void))decode_request, METH_FASTCALL,
      "decode_request(data, record_type) -> (records, rejected): spans of a serialized "
      "ExportTraceServiceRequest; ValueError when it is malformed."},
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
+     "configure(keys, prefixes): span attributes to leave out of the attribute dicts from now on, by "
+     "exact key and by key prefix (collections of str)."},
     {NULL, NULL, 0, NULL},
 };
 

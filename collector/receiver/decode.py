@@ -4,6 +4,11 @@ The receiver decodes each request once into `SpanRecord`s: ids, name, times, sta
 dict, with spans whose ids are invalid left out and counted. A C decoder (`_otlpdecode`, built with the
 package) does this straight from the wire bytes; where it is not built, the same records come from the
 protobuf runtime (slower: every attribute is a Python wrapper object). Both give identical results.
+
+Span attributes no normaliser reads (`UNREAD_KEYS`, `UNREAD_PREFIXES`) are left out of the attribute dicts
+by both: with content capture on they are most of a GenAI span's bytes (the whole prompt history on every
+model call). The C decoder matches their keys on the wire bytes and only checks their values (as upb does:
+framing, UTF-8, nesting), so nothing is made of them and the same requests are refused.
 """
 
 from __future__ import annotations
@@ -13,9 +18,46 @@ from typing import Any, NamedTuple
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ..normalize.attributes import any_value, attributes
+from ..normalize.attributes import any_value
 
 UNKNOWN_SERVICE = "unknown_service"
+
+# Span attributes left out of SpanRecord.attributes: model inputs and definitions that collector/normalize
+# never reads (tests/test_decode.py fails if a normaliser names one). Model outputs, tool arguments and
+# results, input.value / output.value and langfuse.observation.* are read and must never be listed here.
+UNREAD_KEYS: frozenset[str] = frozenset({
+    # OpenTelemetry GenAI conventions (opt-in content)
+    "gen_ai.input.messages",  # the whole prompt history, on every model call
+    "gen_ai.system_instructions",
+    "gen_ai.tool.definitions",
+    "gen_ai.prompt",  # deprecated, a JSON string
+    # OpenInference
+    "llm.invocation_parameters",
+    "llm.tools",  # JSON form of llm.tools.<i>.*
+    "llm.prompts",  # JSON form of llm.prompts.<i>.*
+    # Vercel AI SDK
+    "ai.prompt",
+    "ai.embedding", "ai.embeddings",  # embed / embedMany vectors
+    "ai.value", "ai.values",  # embed / embedMany inputs
+    # pydantic-ai, Logfire
+    "pydantic_ai.all_messages",
+    "all_messages_events",
+    "logfire.json_schema",
+    "model_request_parameters",  # request settings and every tool's JSON schema
+})
+UNREAD_PREFIXES: tuple[str, ...] = (
+    "gen_ai.prompt.",  # OpenLLMetry's deprecated indexed gen_ai.prompt.<i>.role / .content
+    "llm.input_messages.",  # OpenInference, flattened: llm.input_messages.<i>.message.content ...
+    "llm.tools.",  # llm.tools.<i>.tool.json_schema
+    "llm.prompt_template.",  # .template / .variables / .version
+    "llm.prompts.",  # llm.prompts.<i>.prompt.text
+    "ai.prompt.",  # Vercel AI SDK: ai.prompt.messages, ai.prompt.tools, ai.prompt.toolChoice
+)
+
+
+def unread(key: str) -> bool:
+    """Whether a span attribute is left out of SpanRecord.attributes."""
+    return key in UNREAD_KEYS or key.startswith(UNREAD_PREFIXES)
 
 
 class SpanRecord(NamedTuple):
@@ -56,7 +98,9 @@ def records(request: ExportTraceServiceRequest) -> Decoded:
                     continue
                 spans.append(SpanRecord(service, trace_id, span_id, parent, s.name, s.start_time_unix_nano,
                                         s.end_time_unix_nano, s.status.code,
-                                        attributes(s.attributes)))
+                                        {key: any_value(kv.value) for kv in s.attributes
+                                         if (key := kv.key) not in UNREAD_KEYS
+                                         and not key.startswith(UNREAD_PREFIXES)}))  # not unread(key)
     return Decoded(spans, rejected)
 
 
@@ -70,9 +114,12 @@ def decode_python(data: bytes) -> Decoded:
 
 
 try:
+    from ._otlpdecode import configure as _configure_c
     from ._otlpdecode import decode_request as _decode_c
 except ImportError:  # not built: the protobuf runtime's path
     _decode_c = None
+else:
+    _configure_c(UNREAD_KEYS, UNREAD_PREFIXES)  # once: decode_request matches them on the wire
 
 
 def decode(data: bytes) -> Decoded:
