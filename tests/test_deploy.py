@@ -217,13 +217,14 @@ def test_k8s_resolver_rbac(k8s):
 def test_dockerfile(config, ports):
     instructions = _dockerfile()
     get = lambda name: [arg for instr, arg in instructions if instr == name]  # noqa: E731
-    assert get("FROM") == ["python:3.11-slim"]
+    assert get("FROM") == ["python:3.11-slim AS build", "python:3.11-slim"]
+    assert any("gcc" in arg for arg in get("RUN")), "the build stage compiles the C decoder"
     assert {int(p) for arg in get("EXPOSE") for p in arg.split()} == set(ports.values())
     assert get("VOLUME")[-1] == config.exporters.store.path
     assert get("USER")[-1].split(":")[0] not in ("root", "0")
     assert json.loads(get("ENTRYPOINT")[-1]) == ["mastwatch"]
     assert json.loads(get("CMD")[-1]) == ["serve", "--config", IMAGE_CONFIG]
-    copies = [arg.split() for arg in get("COPY")]
+    copies = [arg.split() for arg in get("COPY") if not arg.startswith("--from")]
     assert ["deploy/mastwatch.yaml", IMAGE_CONFIG] in copies
     if tomllib is None:
         return
@@ -231,7 +232,8 @@ def test_dockerfile(config, ports):
     assert pyproject["project"]["scripts"]["mastwatch"]
     copied = {src.rstrip("/") for args in copies for src in args[:-1]}
     roots = {d.split("/")[0] for d in pyproject["tool"]["setuptools"]["package-dir"].values()}
-    assert roots | {"pyproject.toml"} <= copied, "the image must contain every package directory"
+    assert roots | {"pyproject.toml", pyproject["project"]["readme"]} <= copied, \
+        "the image must be built from every package directory, pyproject.toml and the readme"
 
 
 def test_compose_ports_and_mounts(compose, ports, k8s):
