@@ -51,3 +51,31 @@ def test_rfc3339_is_exact_to_the_nanosecond() -> None:
         seconds, fraction = divmod(ns, 10**9)
         expected = datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
         assert rfc3339(ns) == f"{expected}.{fraction:09d}Z"
+
+
+def test_failed_writes_are_queued_and_retried_until_the_store_recovers(tmp_path) -> None:
+    """A real failure: the table is gone, so inserts fail; rows wait and arrive once it is back."""
+    import time
+
+    from prometheus_client import CollectorRegistry
+
+    from mastwatch.exporter.prometheus import SelfMetrics
+    from mastwatch.exporter.store.schema import ddl
+
+    telemetry = SelfMetrics(CollectorRegistry())
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05), telemetry)
+    try:
+        store.engine.command("DROP TABLE mastwatch.mast_findings")  # traces go in, findings fail
+        for _ in range(3):
+            store.export_verdict(_verdict(), None)
+        deadline = time.monotonic() + 10
+        while telemetry.store_errors._value.get() < 2:
+            assert time.monotonic() < deadline, "the failing insert was not retried"
+            time.sleep(0.05)
+        for statement in ddl("mastwatch"):
+            store.engine.command(statement)
+        assert store.flush(timeout=60)
+        assert [int(r["n"]) for r in store.query("SELECT count() AS n FROM mastwatch.mast_traces")] == [3]  # once
+        assert [int(r["n"]) for r in store.query("SELECT count() AS n FROM mastwatch.mast_findings")] == [3]
+    finally:
+        store.shutdown()

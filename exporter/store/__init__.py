@@ -91,14 +91,22 @@ class StoreExporter:
         n = min(len(self._pending), self.config.batch_rows)
         return [self._pending.popleft() for _ in range(n)]
 
-    def _write(self, batch: list[tuple[str, list[Any]]]) -> None:
+    def _write(self, batch: list[tuple[str, list[Any]]]) -> list[tuple[str, list[Any]]]:
+        """Insert a batch, one insert per table; returns the rows of the tables whose insert failed."""
         by_table: dict[str, list[list[Any]]] = {}
         for table, row in batch:
             by_table.setdefault(table, []).append(row)
+        unwritten: list[tuple[str, list[Any]]] = []
         for table, rows in by_table.items():
-            self.engine.insert(self.table(table), COLUMNS[table], rows)
+            try:
+                self.engine.insert(self.table(table), COLUMNS[table], rows)
+            except Exception:
+                log.exception("store insert of %d rows into %s failed; retrying", len(rows), table)
+                unwritten += [(table, row) for row in rows]
+                continue
             if self.telemetry is not None:
                 self.telemetry.store_rows.labels(table).inc(len(rows))
+        return unwritten
 
     def _run(self) -> None:
         backoff = 0.0
@@ -109,23 +117,21 @@ class StoreExporter:
                 batch = self._take()
                 self._inflight = len(batch)
                 stopping = self._stop
-            try:
-                if batch:
-                    self._write(batch)
-                backoff = 0.0
-            except Exception:
-                log.exception("store write of %d rows failed; retrying", len(batch))
+            unwritten = self._write(batch) if batch else []
+            with self._cond:
+                if unwritten:  # only what failed goes back: a retry never writes a row twice
+                    self._pending.extendleft(reversed(unwritten))
+                self._inflight = 0
+                self._cond.notify_all()
+            if unwritten:
                 if self.telemetry is not None:
                     self.telemetry.store_errors.inc()
-                with self._cond:
-                    self._pending.extendleft(reversed(batch))
                 backoff = min(max(backoff * 2, 0.5), 30.0)
-                if stopping:
-                    return  # rows still queued are lost at exit; the durable queue is the store's next step
-            finally:
-                with self._cond:
-                    self._inflight = 0
-                    self._cond.notify_all()
+                if stopping:  # the durable on-disk queue is the store's next step
+                    log.error("store still failing at shutdown: %d rows not written", len(self._pending))
+                    return
+                continue
+            backoff = 0.0
             if stopping and not self._pending:
                 return
 
