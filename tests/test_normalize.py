@@ -396,3 +396,10 @@ def test_any_agent_framework_steps(run_id: str, expected: tuple[int, int]) -> No
         if s.kind is StepKind.TOOL:
             assert s.tool == attrs["gen_ai.tool.name"] and s.args_fingerprint is not None
             assert s.result_fingerprint is not None
+
+
+def test_odd_finish_reasons_and_model_values_do_not_break_normalisation() -> None:
+    s = step("chat x", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "models/gemini-2.5-flash",
+                        "gen_ai.response.finish_reasons": [{"odd": 1}, "stop"]})
+    assert s.kind is StepKind.LLM and s.model == "gemini-2.5-flash"
+    assert s.finish_reasons == ("{'odd': 1}", "stop")

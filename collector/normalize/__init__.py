@@ -31,12 +31,34 @@ def _int(value: Any) -> int:
         return 0
 
 
+_MODEL_IDS: dict[str, str] = {}
+_FINISH: dict[tuple, tuple[str, ...]] = {}
+_CACHE_LIMIT = 10_000  # span-derived values: the caches are cleared rather than grown without end
+
+
 def _model_id(model: str) -> str:
-    """A Vertex AI resource name (projects/.../publishers/google/models/gemini-2.5-flash) or a Gemini API
-    name (models/gemini-2.5-flash) to the model id it names."""
-    if model.startswith("models/") or "/models/" in model:
-        return model.rpartition("/")[2] or model
-    return model
+    """The model id, interned. A Vertex AI resource name (projects/.../publishers/google/models/gemini-2.5-flash)
+    or a Gemini API name (models/gemini-2.5-flash) becomes the model id it names."""
+    known = _MODEL_IDS.get(model)
+    if known is None:
+        known = model.rpartition("/")[2] or model if model.startswith("models/") or "/models/" in model else model
+        if len(_MODEL_IDS) >= _CACHE_LIMIT:
+            _MODEL_IDS.clear()
+        known = _MODEL_IDS[model] = _intern(str(known))
+    return known
+
+
+def _finish_reasons(finish: Any) -> tuple[str, ...]:
+    key = tuple(finish) if isinstance(finish, list) else (finish,)
+    try:
+        known = _FINISH.get(key)
+    except TypeError:  # unhashable values (a malformed attribute): not cached
+        return tuple(_intern(str(f)) for f in key)
+    if known is None:
+        if len(_FINISH) >= _CACHE_LIMIT:
+            _FINISH.clear()
+        known = _FINISH[key] = tuple(_intern(str(f)) for f in key)
+    return known
 
 
 def normalize_span(span: SpanRecord) -> Step:
@@ -45,36 +67,41 @@ def normalize_span(span: SpanRecord) -> Step:
     for convention in CONVENTIONS:
         if not convention.MARKERS.isdisjoint(attrs):
             convention.read(attrs, name, draft)
-    kind = draft.get("kind") or StepKind.OTHER
+    get = draft.get
+    kind = get("kind") or StepKind.OTHER
     step = Step(trace_id, span_id, parent_span_id, kind, _intern(name), start_ns, end_ns, _intern(service))
-    if (agent := draft.get("agent")) is not None:
+    if not draft:
+        step.error = status_code == STATUS_ERROR
+        if step.error:
+            step.error_type = "_OTHER"
+        return step
+    if (agent := get("agent")) is not None:
         step.agent = _intern(agent)
-    if (model := draft.get("model")) is not None:
-        step.model = _intern(_model_id(model))
-    if (provider := draft.get("provider")) is not None:
+    if (model := get("model")) is not None:
+        step.model = _model_id(model)
+    if (provider := get("provider")) is not None:
         step.provider = _intern(provider)
-    if (tool := draft.get("tool")) is not None:
+    if (tool := get("tool")) is not None:
         step.tool = _intern(tool)
-    step.tool_call_id = draft.get("tool_call_id")
-    step.conversation_id = draft.get("conversation_id")
-    if (args := draft.get("args")) is not None:
+    step.tool_call_id = get("tool_call_id")
+    step.conversation_id = get("conversation_id")
+    if (args := get("args")) is not None:
         step.args = Content(args)
-    if (result := draft.get("result")) is not None:
+    if (result := get("result")) is not None:
         step.result = Content(result)
-    if (output := draft.get("output")) is not None:
+    if (output := get("output")) is not None:
         text = str(output)
         step.output_fingerprint = fingerprint(" ".join(text.split()))
         step.output_chars = len(text)
         step.output_preview = preview(text)
     if kind is StepKind.LLM:  # tokens from inference spans only: agent spans repeat their children's sums
-        step.input_tokens = _int(draft.get("input_tokens"))
-        step.output_tokens = _int(draft.get("output_tokens"))
-        step.cache_read_tokens = _int(draft.get("cache_read_tokens"))
-        step.cache_write_tokens = _int(draft.get("cache_write_tokens"))
-    finish = draft.get("finish_reasons")
-    if finish:
-        step.finish_reasons = tuple(_intern(str(f)) for f in (finish if isinstance(finish, list) else [finish]))
-    error_type = draft.get("error_type")
+        step.input_tokens = _int(get("input_tokens"))
+        step.output_tokens = _int(get("output_tokens"))
+        step.cache_read_tokens = _int(get("cache_read_tokens"))
+        step.cache_write_tokens = _int(get("cache_write_tokens"))
+    if finish := get("finish_reasons"):
+        step.finish_reasons = _finish_reasons(finish)
+    error_type = get("error_type")
     step.error = status_code == STATUS_ERROR or error_type is not None
     if error_type is not None:
         step.error_type = _intern(error_type)
