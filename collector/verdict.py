@@ -66,12 +66,12 @@ class Verdict:
             "started_at": rfc3339(self.started_at_ns), "ended_at": rfc3339(self.ended_at_ns),
             "steps": self.steps, "llm_calls": self.llm_calls, "tool_calls": self.tool_calls,
             "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-            "cost_usd": round(self.cost_usd, 8), "failure_modes": self.failure_modes(),
+            "cost_usd": round(float(self.cost_usd), 8), "failure_modes": self.failure_modes(),
             "repeated_steps": self.waste.repeated_steps,
             "wasted_input_tokens": self.waste.token_total("input") + self.waste.token_total("cache_read")
             + self.waste.token_total("cache_write"),
             "wasted_output_tokens": self.waste.token_total("output"),
-            "wasted_cost_usd": round(self.wasted_cost_usd, 8),
+            "wasted_cost_usd": round(float(self.wasted_cost_usd), 8),
         }
 
     def to_json(self) -> str:

@@ -68,6 +68,15 @@ def test_span_derived_labels_are_capped(start_server) -> None:
     tp.shutdown()
 
 
+def _query_store(path: Path, sql: str) -> list[dict]:
+    """Read a store a finished mastwatch process left behind."""
+    engine = ChdbEngine(str(path))
+    try:
+        return engine.query(sql)
+    finally:
+        engine.close()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -113,11 +122,7 @@ def test_sigterm_classifies_buffered_traces_and_flushes_the_store(tmp_path: Path
         proc.kill()
     assert proc.returncode == 0, stderr
     assert "classifying buffered traces" in stderr
-    engine = ChdbEngine(str(store))
-    try:
-        rows = engine.query("SELECT agent, completion, failure_modes FROM mastwatch.mast_traces ORDER BY agent")
-    finally:
-        engine.close()
+    rows = _query_store(store, "SELECT agent, completion, failure_modes FROM mastwatch.mast_traces ORDER BY agent")
     assert rows == [{"agent": "other-bot", "completion": "shutdown", "failure_modes": []},
                     {"agent": "sre-bot", "completion": "shutdown", "failure_modes": ["FM-1.3"]}]
 
@@ -144,8 +149,7 @@ def test_replay_of_the_recorded_runs_prints_one_verdict_per_trace(tmp_path: Path
         verdicts = [json.loads(line) for line in result.stdout.splitlines()]
         assert {v["trace_id"] for v in verdicts} == trace_ids and len(verdicts) == len(trace_ids)
         for v in verdicts:
-            assert {k: type(v[k]) for k in VERDICT_KEYS} == {k: t for k, t in VERDICT_KEYS.items()} or \
-                isinstance(v["cost_usd"], int | float)
+            assert {k: type(v[k]) for k in VERDICT_KEYS} == VERDICT_KEYS
             assert len(v["trace_id"]) == 32 and v["started_at"].endswith("Z")
             for mode in v["failure_modes"].values():
                 assert mode["evidence"] and all(len(e) == 16 for e in mode["evidence"])
@@ -170,12 +174,7 @@ def test_replay_store_and_bad_input(tmp_path: Path) -> None:
     result = subprocess.run([*MASTWATCH, "replay", str(path), "--store", str(store)], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
-    engine = ChdbEngine(str(store))
-    try:
-        assert engine.query("SELECT count() AS n FROM mastwatch.mast_traces") == [{"n": "1"}] or \
-            engine.query("SELECT toUInt8(count()) AS n FROM mastwatch.mast_traces") == [{"n": 1}]
-    finally:
-        engine.close()
+    assert _query_store(store, "SELECT toUInt8(count()) AS n FROM mastwatch.mast_traces") == [{"n": 1}]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "xyz"}]}]}]}\n')
     result = subprocess.run([*MASTWATCH, "replay", str(bad)], capture_output=True, text=True, timeout=60)
@@ -208,10 +207,5 @@ def test_demo_fills_metrics_and_store_within_a_minute(tmp_path: Path) -> None:
         proc.kill()
     assert proc.returncode == 0, stderr
     assert "simulated agents are sending OTLP" in stdout
-    engine = ChdbEngine(str(store))
-    try:
-        rows = engine.query("SELECT agent, count() AS n, countIf(has(failure_modes, 'FM-1.3')) AS loops "
-                            "FROM mastwatch.mast_traces GROUP BY agent ORDER BY agent")
-    finally:
-        engine.close()
+    rows = _query_store(store, "SELECT agent, count() AS n FROM mastwatch.mast_traces GROUP BY agent ORDER BY agent")
     assert {r["agent"] for r in rows} == {"coding-agent", "sre-bot", "support-agent", "triage-agent"}
