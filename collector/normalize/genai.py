@@ -120,7 +120,9 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
                           get("gen_ai.usage.cache_write_input_tokens")))
         if cache_write is not None:
             draft.setdefault("cache_write_tokens", cache_write)
-    finish = as_json(get("gen_ai.response.finish_reasons"))  # a JSON string where arrays are flattened
+    finish = get("gen_ai.response.finish_reasons")
+    if type(finish) is str:  # a JSON string where arrays are flattened
+        finish = as_json(finish)
     if finish is not None:
         draft.setdefault("finish_reasons", finish)
     if (error_type := get("error.type")) is not None:

@@ -87,7 +87,7 @@ class StepRepetition(Detector):
     def _observe_tool(self, step: Step) -> Finding | None:
         s = self.settings
         tool = step.tool
-        if self._is_polling(tool):
+        if self.settings.polling_tools and self._is_polling(tool):
             return None
         previous = self._last_tool
         self._last_tool = step
