@@ -50,30 +50,31 @@ class ClassifierEngine:
             state.detectors.remove(detector)
             self.on_detector_error(detector.code)
 
-    def _feed(self, state: TraceFindings, step: Step) -> list[Finding]:
-        changed: list[Finding] = []
-        failed: list[Detector] = []
+    def _feed(self, state: TraceFindings, step: Step) -> list[Finding] | tuple[()]:
+        changed: list[Finding] | None = None
+        failed: list[Detector] | None = None
+        kind = step.kind
         for detector in state.detectors:
-            if step.kind not in detector.kinds:
+            if kind not in detector.kinds:
                 continue
             try:
                 finding = detector.observe(step)
             except Exception:
                 log.exception("detector %s failed on trace %s; switched off for this trace",
                               detector.code, detector.trace.trace_id.hex())
-                failed.append(detector)
+                failed = [*(failed or ()), detector]
                 continue
             if finding is not None:
                 state.findings[finding.code] = finding
-                changed.append(finding)
+                changed = [*(changed or ()), finding]
         if failed:
             self._switch_off(state, failed)
-        return changed
+        return changed or ()
 
-    def observe(self, trace: Trace, step: Step) -> list[Finding]:
+    def observe(self, trace: Trace, step: Step) -> list[Finding] | tuple[()]:
         """Feed one step; returns the findings that are new or changed."""
         if step.kind not in self.kinds:
-            return []
+            return ()
         state: TraceFindings = trace.classifier
         if state is None:
             state = trace.classifier = self._start(trace)
