@@ -157,7 +157,10 @@ class PrometheusExporter:
 
     def start(self) -> tuple[str, int]:
         host, _, port = self.config.endpoint.rpartition(":")
-        self._server, self._thread = start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)
+        try:
+            self._server, self._thread = start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)
+        except OSError as e:
+            raise OSError(f"cannot serve metrics on {self.config.endpoint}: {e.strerror}") from None
         return self._server.server_address[:2]
 
     def _child(self, metric: Counter, *labels: str):

@@ -150,7 +150,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mastwatch: {e}", file=sys.stderr)
         return 2
     commands = {"serve": cmd_serve, "replay": cmd_replay, "demo": cmd_demo}
-    return commands[args.command](args, config)
+    try:
+        return commands[args.command](args, config)
+    except OSError as e:  # a port in use, a store directory that cannot be written
+        print(f"mastwatch: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

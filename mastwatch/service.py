@@ -25,8 +25,18 @@ class Service:
         exporters = [self.prometheus] + ([self.store] if self.store else [])
         self.processor = Processor(config.processor, exporters, telemetry)
         r = config.receiver
-        self.grpc = GrpcReceiver(r.grpc, self.processor, telemetry, r.retry_after) if r.grpc.enabled else None
-        self.http = OtlpHttpServer(r.http, self.processor, telemetry, r.retry_after) if r.http.enabled else None
+        self.grpc = self.http = None
+        try:
+            if r.grpc.enabled:
+                self.grpc = GrpcReceiver(r.grpc, self.processor, telemetry, r.retry_after)
+            if r.http.enabled:
+                self.http = OtlpHttpServer(r.http, self.processor, telemetry, r.retry_after)
+        except OSError:  # a port in use: release what was opened, the caller reports it
+            if self.grpc:
+                self.grpc.stop(0)
+            if self.store:
+                self.store.shutdown()
+            raise
         self.metrics_address: tuple[str, int] | None = None
         self._stopped = threading.Event()
 

@@ -209,3 +209,17 @@ def test_demo_fills_metrics_and_store_within_a_minute(tmp_path: Path) -> None:
     assert "simulated agents are sending OTLP" in stdout
     rows = _query_store(store, "SELECT agent, count() AS n FROM mastwatch.mast_traces GROUP BY agent ORDER BY agent")
     assert {r["agent"] for r in rows} == {"coding-agent", "sre-bot", "support-agent", "triage-agent"}
+
+
+def test_a_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run([*MASTWATCH, "serve", "--grpc-endpoint", f"127.0.0.1:{_free_port()}",
+                                 "--http-endpoint", f"127.0.0.1:{port}", "--metrics-endpoint",
+                                 f"127.0.0.1:{_free_port()}", "--store-path", str(tmp_path / "s")],
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert f"cannot listen for OTLP/HTTP on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -25,12 +25,16 @@ class GrpcReceiver:
                                                           nanos=int(retry_after % 1 * 1e9))).SerializeToString()
         limit = config.max_recv_msg_size_mib * 1024 * 1024
         pool = futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="otlp-grpc")
-        self.server = grpc.server(pool, options=[("grpc.max_receive_message_length", limit)])
+        self.server = grpc.server(pool, options=[("grpc.max_receive_message_length", limit),
+                                                 ("grpc.so_reuseport", 0)])  # a second server must fail, not share
         handler = grpc.unary_unary_rpc_method_handler(self._export, request_deserializer=None,
                                                       response_serializer=lambda m: m.SerializeToString())
         self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
             "opentelemetry.proto.collector.trace.v1.TraceService", {"Export": handler}),))
-        self.port = self.server.add_insecure_port(config.endpoint)
+        try:
+            self.port = self.server.add_insecure_port(config.endpoint)
+        except RuntimeError as e:
+            raise OSError(f"cannot listen for OTLP/gRPC on {config.endpoint}: {e}") from None
 
     def _export(self, body: bytes, context: grpc.ServicerContext):
         try:

@@ -134,7 +134,10 @@ class OtlpHttpServer(ThreadingHTTPServer):
         self.counters = counters
         self.limit = config.max_request_body_mib * 1024 * 1024
         self.retry_after = retry_after
-        super().__init__((host or "127.0.0.1", int(port)), _Handler)
+        try:
+            super().__init__((host or "127.0.0.1", int(port)), _Handler)
+        except OSError as e:
+            raise OSError(f"cannot listen for OTLP/HTTP on {config.endpoint}: {e.strerror}") from None
         self.port = self.server_address[1]
         self._thread: threading.Thread | None = None
 
