@@ -7,10 +7,11 @@ single bare message). Every trace is classified when the input ends.
 
 from __future__ import annotations
 
+import os
 import struct
 import sys
 from collections.abc import Iterator
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 from mastwatch.collector.assemble import END_OF_INPUT
 from mastwatch.collector.processor import Increment, Processor, ProcessorConfig
@@ -23,38 +24,48 @@ class ReplayError(ValueError):
     pass
 
 
-def _length_prefixed(data: bytes) -> list[bytes] | None:
-    out, i = [], 0
-    while i < len(data):
-        if i + 4 > len(data):
-            return None
-        (n,) = struct.unpack_from(">I", data, i)
-        i += 4
-        if n > len(data) - i:
-            return None
-        out.append(data[i:i + n])
-        i += n
-    return out
+def _framed(f: BinaryIO, size: int) -> bool:
+    """Whether the file is a sequence of 4-byte big-endian lengths each followed by that many bytes."""
+    position = 0
+    while position < size:
+        f.seek(position)
+        header = f.read(4)
+        if len(header) < 4:
+            return False
+        position += 4 + struct.unpack(">I", header)[0]
+    f.seek(0)
+    return position == size
+
+
+def _frames(f: BinaryIO) -> Iterator[bytes]:
+    while header := f.read(4):
+        yield f.read(struct.unpack(">I", header)[0])
 
 
 def read_requests(path: str) -> Iterator[list[SpanRecord]]:
-    """The spans of each request in a file (spans with invalid ids are left out, as the receiver does)."""
+    """The spans of each request in a file, read as it goes (spans with invalid ids are left out, as the
+    receiver does)."""
     with open(path, "rb") as f:
-        data = f.read()
-    if data.lstrip()[:1] == b"{":
-        for number, line in enumerate(data.splitlines(), 1):
-            if line.strip():
-                try:
-                    yield records(parse_request(line)).spans
-                except ValueError as e:
-                    raise ReplayError(f"{path}:{number}: {e}") from None
-        return
-    chunks = _length_prefixed(data) or [data]
-    for chunk in chunks:
-        try:
-            yield decode(chunk).spans
-        except ValueError as e:
-            raise ReplayError(f"{path}: not OTLP/JSON lines nor OTLP protobuf ({e})") from None
+        size = os.fstat(f.fileno()).st_size
+        first = f.read(64).lstrip()[:1]
+        f.seek(0)
+        if first == b"{":
+            for number, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        yield records(parse_request(line)).spans
+                    except ValueError as e:
+                        raise ReplayError(f"{path}:{number}: {e}") from None
+            return
+        if _framed(f, size):
+            chunks: Iterator[bytes] = _frames(f)
+        else:
+            chunks = iter([f.read()])
+        for chunk in chunks:
+            try:
+                yield decode(chunk).spans
+            except ValueError as e:
+                raise ReplayError(f"{path}: not OTLP/JSON lines nor OTLP protobuf ({e})") from None
 
 
 class JsonLinesExporter:
