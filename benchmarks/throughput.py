@@ -7,7 +7,9 @@ capture: an invoke_agent root, and model calls and tool calls (some looping), 10
   python benchmarks/throughput.py [--spans 200000] [--batch 500]
 
 Prints spans/s end to end (decoded, normalised, assembled, classified, priced, counted in Prometheus and
-written to the chDB store), spans/s of the decode-only receiver, and their ratio.
+written to the chDB store), the same without the store, spans/s of the decode-only receiver (the same
+gRPC receiver and decoder, dropping what it decodes), and the ratios. BENCH_WORKERS sets the gRPC
+server threads of both receivers (default 4).
 """
 
 from __future__ import annotations
