@@ -75,7 +75,6 @@ class Trace:
 @dataclass
 class AssemblyStats:
     late_spans: int = 0
-    evicted: int = 0
 
 
 class TraceAssembler:
@@ -101,7 +100,6 @@ class TraceAssembler:
                 self.stats.late_spans += 1
                 return None
             if len(self.traces) >= self.max_traces:
-                self.stats.evicted += 1
                 self._complete(next(iter(self.traces.values())), EVICTED)
             trace = self.traces[step.trace_id] = Trace(step.trace_id, now, now)
         trace.add(step, now)

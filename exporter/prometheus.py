@@ -83,6 +83,8 @@ class SelfMetrics:
                                       "(max_label_values reached)", ["label"], registry=r)
         self.store_rows = Counter("mastwatch_store_rows_written", "Rows written to the store", ["table"],
                                   registry=r)
+        self.store_dropped = Counter("mastwatch_store_rows_dropped", "Rows dropped because max_queued_rows were "
+                                     "waiting for a failing store", registry=r)
         self.store_errors = Counter("mastwatch_store_errors", "Failed store writes (retried)", registry=r)
         self._completed: dict[str, Any] = {}  # reason -> child (a handful of reasons)
         self.limit = lambda label, value: value  # replaced by the exporter's LabelLimiter

@@ -79,3 +79,18 @@ def test_failed_writes_are_queued_and_retried_until_the_store_recovers(tmp_path)
         assert [int(r["n"]) for r in store.query("SELECT count() AS n FROM mastwatch.mast_findings")] == [3]
     finally:
         store.shutdown()
+
+
+def test_rows_beyond_the_queue_bound_are_dropped_and_counted(tmp_path) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from mastwatch.exporter.prometheus import SelfMetrics
+
+    telemetry = SelfMetrics(CollectorRegistry())
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=60, max_queued_rows=4), telemetry)
+    try:
+        for _ in range(3):  # two rows each (trace and finding): 6 rows for a queue of 4
+            store.export_verdict(_verdict(), None)
+        assert telemetry.store_dropped._value.get() == 2
+    finally:
+        store.shutdown()

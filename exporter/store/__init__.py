@@ -65,7 +65,6 @@ class StoreExporter:
         self._pending: deque[tuple[str, list[Any]]] = deque()
         self._cond = threading.Condition()
         self._stop = False
-        self.dropped = 0
         self._inflight = 0
         self._thread = threading.Thread(target=self._run, name="mastwatch-store", daemon=True)
         self._thread.start()
@@ -83,7 +82,10 @@ class StoreExporter:
             overflow = len(self._pending) - self.config.max_queued_rows
             for _ in range(max(overflow, 0)):
                 self._pending.popleft()
-                self.dropped += 1
+            if overflow > 0:
+                log.warning("store queue full: %d oldest rows dropped", overflow)
+                if self.telemetry is not None:
+                    self.telemetry.store_dropped.inc(overflow)
             if len(self._pending) >= self.config.batch_rows:
                 self._cond.notify()
 
