@@ -10,6 +10,8 @@ from typing import Any
 
 PREVIEW_CHARS = 160  # what of a piece of content is kept for evidence; the rest is only hashed
 RAW_LIMIT = 512  # larger values are fingerprinted at once
+_REDUCED: dict[str, tuple[int, str]] = {}  # small raw strings already reduced: a loop repeats the same text
+_REDUCED_LIMIT = 10_000  # span-derived keys: cleared rather than grown without end
 
 
 def as_json(value: Any) -> Any:
@@ -70,8 +72,19 @@ class Content:
             self._reduce()
 
     def _reduce(self) -> None:
-        text = canonical_json(self._raw)
-        self._fingerprint, self._preview, self._raw = fingerprint(text), preview(text), None
+        raw = self._raw
+        if type(raw) is str and len(raw) <= RAW_LIMIT:
+            known = _REDUCED.get(raw)
+            if known is None:
+                if len(_REDUCED) >= _REDUCED_LIMIT:
+                    _REDUCED.clear()
+                text = canonical_json(raw)
+                known = _REDUCED[raw] = (fingerprint(text), preview(text))
+            self._fingerprint, self._preview = known
+        else:
+            text = canonical_json(raw)
+            self._fingerprint, self._preview = fingerprint(text), preview(text)
+        self._raw = None
 
     @property
     def fingerprint(self) -> int:
