@@ -25,7 +25,7 @@ from .classify.modes import MODES, FailureMode
 from .normalize import normalize_span
 from .receiver.decode import SpanRecord
 from .spend import Pricer, Waste
-from .steps import Finding
+from .steps import Finding, Step
 from .verdict import Verdict
 
 log = logging.getLogger(__name__)
@@ -51,8 +51,8 @@ class Published:
     service: str
     agent: str
     modes: set[str] = field(default_factory=set)
-    waste: Waste = field(default_factory=Waste)  # as published
-    live: Waste = field(default_factory=Waste)  # accounted incrementally while the trace is open
+    waste: Waste | None = None  # as published
+    live: Waste | None = None  # accounted incrementally while the trace is open
 
 
 @dataclass
@@ -65,6 +65,9 @@ class Increment:
     repeated_by_tool: dict[str, int]
     wasted_tokens: dict[tuple[str, str], int]
     wasted_cost: dict[str, float]
+
+
+NO_WASTE = Waste()  # the waste of a trace without repeated steps; shared, never changed
 
 
 class Exporter(Protocol):
@@ -226,7 +229,7 @@ class Processor:
             return Increment(published.service, published.agent, [], {}, {}, {})
         modes = [MODES[f.code] for f in findings if f.code not in published.modes]
         published.modes.update(m.code for m in modes)
-        old = published.waste
+        old = published.waste or NO_WASTE
         increment = Increment(published.service, published.agent, modes,
                               _diff(waste.repeated_by_tool, old.repeated_by_tool),
                               _diff(waste.tokens, old.tokens), _diff(waste.cost, old.cost))
@@ -242,7 +245,7 @@ class Processor:
 
     def _publish_live(self, trace: Trace, changed: list[Finding]) -> None:
         published = self._labels(trace)
-        live = self._waste(trace, trace.classifier.findings.values(), published.live)  # only new steps
+        live = published.live = self._waste(trace, trace.classifier.findings.values(), published.live)  # new steps
         increment = self._increment(published, changed, live)
         for exporter in self.exporters:
             exporter.export_increment(increment)
@@ -251,7 +254,10 @@ class Processor:
         started = time.perf_counter()
         findings = self.engine.finish(trace)
         published = self._labels(trace)
-        waste = self._waste(trace, findings.values()) if findings else Waste()
+        if findings:  # in order, the detectors are those that published live: only new steps are accounted
+            waste = self._waste(trace, findings.values(), published.live if trace.in_order else None)
+        else:
+            waste = NO_WASTE
         increment = self._increment(published, list(findings.values()), waste)
         verdict = self._verdict(trace, published, findings, waste, reason)
         for exporter in self.exporters:
@@ -261,20 +267,31 @@ class Processor:
 
     def _verdict(self, trace: Trace, published: Published, findings: dict[str, Finding], waste: Waste,
                  reason: str) -> Verdict:
-        by_model: dict[tuple[str, str | None], list] = {}
+        by_model: dict[tuple[str, str | None], list[Step]] = {}
         for s in trace.llm_steps:
-            by_model.setdefault((s.model or "unknown", s.provider), []).append(s)
+            key = (s.model or "unknown", s.provider)
+            group = by_model.get(key)
+            if group is None:
+                by_model[key] = [s]
+            else:
+                group.append(s)
         tokens: dict[tuple[str, str], int] = {}
         cost: dict[str, float] = {}
         unpriced: dict[str, int] = {}
         input_tokens = output_tokens = 0
         for (model, provider), steps in by_model.items():
+            uncached = output = cache_read = cache_write = 0
             for s in steps:
                 input_tokens += s.input_tokens
-                output_tokens += s.output_tokens
-                for kind, n in s.tokens_by_type():
-                    if n:
-                        tokens[(model, kind)] = tokens.get((model, kind), 0) + n
+                uncached += max(s.input_tokens - s.cache_read_tokens - s.cache_write_tokens, 0)
+                output += s.output_tokens
+                cache_read += s.cache_read_tokens
+                cache_write += s.cache_write_tokens
+            output_tokens += output
+            for kind, n in (("input", uncached), ("output", output), ("cache_read", cache_read),
+                            ("cache_write", cache_write)):
+                if n:
+                    tokens[(model, kind)] = tokens.get((model, kind), 0) + n
             price = self.pricer.cost(None if model == "unknown" else model, provider, steps)
             if price is None:
                 unpriced[model] = unpriced.get(model, 0) + len(steps)

@@ -31,6 +31,7 @@ def _int(value: Any) -> int:
         return 0
 
 
+_READERS: dict[tuple[str, ...], tuple[Any, ...]] = {}  # attribute keys -> the readers whose MARKERS they hold
 _MODEL_IDS: dict[str, str] = {}
 _FINISH: dict[tuple, tuple[str, ...]] = {}
 _CACHE_LIMIT = 10_000  # span-derived values: the caches are cleared rather than grown without end
@@ -61,12 +62,22 @@ def _finish_reasons(finish: Any) -> tuple[str, ...]:
     return known
 
 
+def _readers(keys: tuple[str, ...]) -> tuple[Any, ...]:
+    """The conventions that read spans with these attribute keys. One instrumentation emits a few key sets
+    over and over, so the choice is made once per key set."""
+    readers = _READERS.get(keys)
+    if readers is None:
+        if len(_READERS) >= _CACHE_LIMIT:
+            _READERS.clear()
+        readers = _READERS[keys] = tuple(c.read for c in CONVENTIONS if not c.MARKERS.isdisjoint(keys))
+    return readers
+
+
 def normalize_span(span: SpanRecord) -> Step:
     service, trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, attrs = span
     draft: dict[str, Any] = {}
-    for convention in CONVENTIONS:
-        if not convention.MARKERS.isdisjoint(attrs):
-            convention.read(attrs, name, draft)
+    for read in _readers(tuple(attrs)):
+        read(attrs, name, draft)
     get = draft.get
     kind = get("kind") or StepKind.OTHER
     step = Step(trace_id, span_id, parent_span_id, kind, _intern(name), start_ns, end_ns, _intern(service))

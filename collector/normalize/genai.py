@@ -19,22 +19,27 @@ TOOL_ARGUMENTS = ("gen_ai.tool.call.arguments", "tool_arguments",  # pydantic-ai
 TOOL_RESULTS = ("gen_ai.tool.call.result", "tool_response", "gcp.vertex.agent.tool_response")
 
 
+# Token counts: the v1.41 name first, then the development and deprecated names.
+_TOKENS = (("input_tokens", ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")),
+           ("output_tokens", ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")),
+           ("cache_read_tokens", ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens")),
+           ("cache_write_tokens", ("gen_ai.usage.cache_write.input_tokens", "gen_ai.usage.cache_creation.input_tokens",
+                                   "gen_ai.usage.cache_write_input_tokens")))
+
 MARKERS = frozenset({"gen_ai.operation.name", "gen_ai.system", "gen_ai.provider.name", "gen_ai.tool.name",
                      "gen_ai.usage.input_tokens"})  # a span with any of these is read by this module
 
 
+_KINDS = {**dict.fromkeys(LLM_OPERATIONS, StepKind.LLM), **dict.fromkeys(TOOL_OPERATIONS, StepKind.TOOL),
+          **dict.fromkeys(AGENT_OPERATIONS, StepKind.AGENT)}
+
+
 def _kind(op: str | None, attrs: dict[str, Any]) -> StepKind | None:
-    if op in LLM_OPERATIONS:
+    if op is not None:
+        return _KINDS.get(op, StepKind.OTHER)
+    if "gen_ai.request.model" in attrs:
         return StepKind.LLM
-    if op in TOOL_OPERATIONS:
-        return StepKind.TOOL
-    if op in AGENT_OPERATIONS:
-        return StepKind.AGENT
-    if op is None and "gen_ai.tool.name" in attrs and "gen_ai.request.model" not in attrs:
-        return StepKind.TOOL
-    if op is None and "gen_ai.request.model" in attrs:
-        return StepKind.LLM
-    return StepKind.OTHER if op else None
+    return StepKind.TOOL if "gen_ai.tool.name" in attrs else None
 
 
 def _output_text(messages: Any) -> str | None:
@@ -102,24 +107,19 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
             if (result := get("output.value", get("gen_ai.output"))) is not None:  # gen_ai.output: any-agent
                 draft.setdefault("result", result)
     if kind is not StepKind.TOOL and kind is not StepKind.AGENT:  # a model call, or not known yet
-        output = _output_text(get("gen_ai.output.messages")) or _legacy_completion(attrs)
+        messages = get("gen_ai.output.messages")
+        output = _output_text(messages) if messages is not None else None
+        if output is None:
+            output = _legacy_completion(attrs)
         if output is None and kind is StepKind.LLM and isinstance(get("gen_ai.output"), str):  # any-agent
             output = get("gen_ai.output")
         if output is not None:
             draft.setdefault("output", output)
-        tokens_in = get("gen_ai.usage.input_tokens", get("gen_ai.usage.prompt_tokens"))
-        if tokens_in is not None:
-            draft.setdefault("input_tokens", tokens_in)
-        tokens_out = get("gen_ai.usage.output_tokens", get("gen_ai.usage.completion_tokens"))
-        if tokens_out is not None:
-            draft.setdefault("output_tokens", tokens_out)
-        cache_read = get("gen_ai.usage.cache_read.input_tokens", get("gen_ai.usage.cache_read_input_tokens"))
-        if cache_read is not None:
-            draft.setdefault("cache_read_tokens", cache_read)
-        cache_write = get("gen_ai.usage.cache_write.input_tokens", get("gen_ai.usage.cache_creation.input_tokens",
-                          get("gen_ai.usage.cache_write_input_tokens")))
-        if cache_write is not None:
-            draft.setdefault("cache_write_tokens", cache_write)
+        for field, keys in _TOKENS:
+            for key in keys:
+                if (value := get(key)) is not None:
+                    draft.setdefault(field, value)
+                    break
     finish = get("gen_ai.response.finish_reasons")
     if type(finish) is str:  # a JSON string where arrays are flattened
         finish = as_json(finish)
