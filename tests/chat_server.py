@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 SPAN_ID = re.compile(r"^\[([0-9a-f]{16})\]", re.M)
-ASKED = re.compile(r"Assess these modes: ([^.]*)\.")
+ASKED = re.compile(r"^Assess these modes: (.*)\.$", re.M)
 
 
 @dataclass
@@ -24,6 +24,7 @@ class Reply:
     delay: float = 0.0
     body: bytes | None = None  # raw body instead of a chat completion
     usage: tuple[int, int] | None = (1200, 80)
+    gate: threading.Event | None = None  # answer only once it is set
 
 
 def user_message(request: dict) -> str:
@@ -72,6 +73,8 @@ class ChatServer:
                     if self.path != "/v1/chat/completions":
                         reply = Reply(status=404, body=b"{}")
                     time.sleep(reply.delay)
+                    if reply.gate is not None:
+                        reply.gate.wait(30)
                     body = reply.body
                     if body is None and reply.status == 200:
                         doc: dict[str, Any] = {"id": "chatcmpl-test", "object": "chat.completion",
@@ -101,7 +104,7 @@ class ChatServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 
     def close(self) -> None:
