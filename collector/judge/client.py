@@ -12,6 +12,7 @@ import random
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from time import time
@@ -61,7 +62,7 @@ def _usage(doc: dict, key: str) -> int | None:
 class ChatClient:
     def __init__(self, base_url: str, model: str, api_key: str | None, timeout: float, max_retries: int,
                  backoff: float, max_retry_wait: float, max_output_tokens: int, json_mode: bool,
-                 stop: threading.Event | None = None, on_retry=None) -> None:
+                 stop: threading.Event | None = None, on_retry: Callable[[], None] | None = None) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.headers = {"Content-Type": "application/json"}
