@@ -215,7 +215,7 @@ def test_retry_after_reads_seconds_and_http_dates() -> None:
 
 # --- judgements ---
 
-def pending_of(chat_server, judge, spans, findings=None):
+def pending_of(judge, spans):
     out = Verdicts()
     processor = Processor(ProcessorConfig(), [out], judge=judge)
     processor.process(spans, now=0.0)
@@ -226,7 +226,7 @@ def pending_of(chat_server, judge, spans, findings=None):
 def test_judgement_merges_with_the_structural_verdict(chat_server) -> None:
     rec = Recorder()
     judge = Judge(judge_config(chat_server.base_url), [rec], rec, environ={})
-    item, verdict = pending_of(chat_server, judge, run_spans(2, [("search", None)] * 6))
+    item, verdict = pending_of(judge, run_spans(2, [("search", None)] * 6))
     chat_server.default = lambda request: Reply(answer(request, yes={"FM-2.3": "searches unrelated to the order"}))
     judgement = judge.judge(item)
     assert rec.judgements == [judgement] and rec.counts["request:ok"] == 1 and rec.counts["tokens"] == 1280
@@ -244,7 +244,7 @@ def test_judgement_merges_with_the_structural_verdict(chat_server) -> None:
 def test_bad_answers_and_failed_calls_are_counted_never_raised(chat_server) -> None:
     rec = Recorder()
     judge = Judge(judge_config(chat_server.base_url, max_retries=0, tolerant_json=False), [rec], rec, environ={})
-    item, _ = pending_of(chat_server, judge, run_spans(1, [("get_order", {"id": 1}), ("refund", {"id": 1})]))
+    item, _ = pending_of(judge, run_spans(1, [("get_order", {"id": 1}), ("refund", {"id": 1})]))
     chat_server.script += [Reply("I think FM-1.1 applies."), Reply('{"modes": {"FM-7.7": {}}}'),
                            Reply(json.dumps({"modes": {c: {"answer": "yes", "confidence": 1, "evidence": [
                                "0123456789abcdef"], "reason": "r"} for c in item.modes}})),
@@ -260,7 +260,7 @@ def test_over_budget_calls_are_skipped_and_counted(chat_server) -> None:
     rec = Recorder()
     judge = Judge(judge_config(chat_server.base_url, calls_per_hour=2, tokens_per_hour=100_000), [rec], rec,
                   environ={})
-    item, _ = pending_of(chat_server, judge, run_spans(1, [("get_order", {"id": 1}), ("refund", {"id": 1})]))
+    item, _ = pending_of(judge, run_spans(1, [("get_order", {"id": 1}), ("refund", {"id": 1})]))
     assert judge.judge(item) and judge.judge(item) and judge.judge(item) is None
     assert rec.counts["skipped:budget_calls"] == 1 and len(chat_server.requests) == 2
     judge = Judge(judge_config(chat_server.base_url, tokens_per_hour=4000, max_output_tokens=1024), [rec], rec,
