@@ -88,6 +88,13 @@ class Telemetry(Protocol):
     def state(self, traces: int, spans: int, queued: int) -> None: ...
 
 
+class JudgeOffer(Protocol):
+    """The judge stage (collector.judge.stage.Judge): takes completed traces without blocking."""
+
+    def offer(self, trace: Trace, verdict: Verdict) -> None: ...
+    def shutdown(self) -> None: ...
+
+
 class NullTelemetry:
     """Telemetry that records nothing (replay, tests, benchmarks)."""
 
@@ -105,11 +112,13 @@ def _diff(new: dict, old: dict) -> dict:
 
 class Processor:
     def __init__(self, config: ProcessorConfig, exporters: Iterable[Exporter],
-                 telemetry: Telemetry | None = None) -> None:
+                 telemetry: Telemetry | None = None, judge: JudgeOffer | None = None) -> None:
         self.config = config
+        self.judge = judge
         self.exporters = list(exporters)
         self.telemetry = telemetry = telemetry or NullTelemetry()
         self.engine = ClassifierEngine(config.detectors, on_detector_error=telemetry.detector_failed)
+        self.not_assessed = sorted(set(MODES) - {cls.code for cls, _ in self.engine.detectors})
         self.pricer = Pricer()
         self.assembler = TraceAssembler(
             decision_wait=config.decision_wait, max_age=config.max_trace_age,
@@ -149,6 +158,8 @@ class Processor:
         self._queue.put(None)
         if self._thread is not None:
             self._thread.join(timeout)
+        if self.judge is not None:
+            self.judge.shutdown()
         for exporter in self.exporters:
             exporter.shutdown()
 
@@ -262,6 +273,8 @@ class Processor:
         verdict = self._verdict(trace, published, findings, waste, reason)
         for exporter in self.exporters:
             exporter.export_verdict(verdict, increment)
+        if self.judge is not None:
+            self.judge.offer(trace, verdict)
         trace.classifier = trace.emitted = None  # detectors point back at the trace: free it without the GC
         self.telemetry.trace_completed(reason, time.perf_counter() - started)
 
@@ -304,4 +317,5 @@ class Processor:
             models=sorted({m for m, _ in by_model}), started_at_ns=trace.started_ns, ended_at_ns=trace.ended_ns,
             steps=len(trace.steps), llm_calls=len(trace.llm_steps), tool_calls=trace.tool_calls,
             input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=sum(cost.values()),
-            findings=findings, waste=waste, completion=reason, tokens=tokens, cost=cost, unpriced_calls=unpriced)
+            findings=findings, waste=waste, completion=reason, tokens=tokens, cost=cost, unpriced_calls=unpriced,
+            not_assessed=self.not_assessed)

@@ -14,6 +14,8 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from pydantic import BaseModel, ConfigDict, Field
 
+from mastwatch.collector.classify.modes import MODES
+from mastwatch.collector.judge.stage import Judgement
 from mastwatch.collector.processor import Increment
 from mastwatch.collector.verdict import Verdict
 
@@ -201,3 +203,58 @@ class PrometheusExporter:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+class JudgeMetrics:
+    """The judge stage's series, on the exporter's registry: its verdicts (mast_judge_*, kept apart from the
+    structural mast_failure_mode_traces_total so no trace is counted twice) and its self-metrics. Implements
+    the judge's JudgeSink and JudgeTelemetry protocols."""
+
+    def __init__(self, exporter: PrometheusExporter) -> None:
+        r = exporter.registry
+        self.limit = exporter.limit
+        self._child = exporter._child
+        self.judged = Counter("mast_judged_traces", "Traces the judge assessed", ["service", "agent"], registry=r)
+        self.findings = Counter("mast_judge_findings", "The judge's answer per assessed mode and trace: found "
+                                "(yes, structure had not found it), confirmed (yes, structure had), rejected (no, "
+                                "structure had), not_found (no)",
+                                ["service", "agent", "failure_mode", "category", "verdict"], registry=r)
+        self.requests = Counter("mastwatch_judge_requests", "Judge calls by outcome (ok, rejected, rate_limited, "
+                                "http_error, unreachable, bad_response, stopped)", ["outcome"], registry=r)
+        self.tokens = Counter("mastwatch_judge_tokens", "Tokens the judge's endpoint reported using", ["type"],
+                              registry=r)
+        self.rejected = Counter("mastwatch_judge_answers_rejected", "Judge answers rejected by the strict parser, "
+                                "by reason", ["reason"], registry=r)
+        self.skipped = Counter("mastwatch_judge_skipped", "Sampled traces not judged: budget_calls, "
+                               "budget_tokens, queue_full, shutdown", ["reason"], registry=r)
+        self.retries = Counter("mastwatch_judge_retries", "Judge requests retried (429, 5xx, timeouts)", registry=r)
+        self.queue = Gauge("mastwatch_judge_queue", "Transcripts waiting for the judge", registry=r)
+        self.latency = Histogram("mastwatch_judge_latency_seconds", "Time of a judge call, retries included",
+                                 registry=r, buckets=(0.5, 1, 2.5, 5, 10, 20, 40, 80, 160))
+
+    def export_judgement(self, judgement: Judgement) -> None:
+        limit, child = self.limit, self._child
+        service, agent = limit("service", judgement.service), limit("agent", judgement.agent)
+        child(self.judged, service, agent).inc()
+        for code in judgement.assessments:
+            child(self.findings, service, agent, code, MODES[code].category, judgement.verdict(code)).inc()
+
+    def judge_request(self, outcome: str, seconds: float) -> None:
+        self.requests.labels(outcome).inc()
+        self.latency.observe(seconds)
+
+    def judge_tokens(self, input_tokens: int, output_tokens: int) -> None:
+        self.tokens.labels("input").inc(input_tokens)
+        self.tokens.labels("output").inc(output_tokens)
+
+    def judge_rejected(self, reason: str) -> None:
+        self.rejected.labels(reason).inc()
+
+    def judge_skipped(self, reason: str) -> None:
+        self.skipped.labels(reason).inc()
+
+    def judge_retry(self) -> None:
+        self.retries.inc()
+
+    def judge_queue(self, depth: int) -> None:
+        self.queue.set(depth)

@@ -2,6 +2,7 @@
 
 Sections follow the OpenTelemetry Collector's components; each component owns its settings model:
 `receiver` (OTLP gRPC and HTTP), `processor` (assembly, detectors), `exporters.prometheus`, `exporters.store`.
+The optional judge stage has its own section, `judge`.
 Environment variables override the file: MASTWATCH_<SECTION>__<KEY>..., e.g.
 MASTWATCH_RECEIVER__HTTP__ENDPOINT=0.0.0.0:4318. Values are YAML (numbers, booleans, lists).
 """
@@ -16,6 +17,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from mastwatch.collector.judge.stage import JudgeConfig
 from mastwatch.collector.processor import ProcessorConfig
 from mastwatch.collector.receiver import ReceiverConfig
 from mastwatch.exporter.prometheus import PrometheusExporterConfig
@@ -39,6 +41,7 @@ class Config(BaseModel):
     receiver: ReceiverConfig = ReceiverConfig()
     processor: ProcessorConfig = ProcessorConfig()
     exporters: ExportersConfig = ExportersConfig()
+    judge: JudgeConfig = JudgeConfig()
 
 
 def _detectors(config: Config) -> None:

@@ -6,11 +6,12 @@ import gc
 import logging
 import threading
 
+from mastwatch.collector.judge.stage import Judge
 from mastwatch.collector.processor import Processor
 from mastwatch.collector.receiver.grpc_server import GrpcReceiver
 from mastwatch.collector.receiver.http_server import OtlpHttpServer
 from mastwatch.config import Config
-from mastwatch.exporter.prometheus import PrometheusExporter
+from mastwatch.exporter.prometheus import JudgeMetrics, PrometheusExporter
 from mastwatch.exporter.store import StoreExporter
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,11 @@ class Service:
         telemetry = self.prometheus.self_metrics
         self.store = StoreExporter(config.exporters.store, telemetry) if config.exporters.store.enabled else None
         exporters = [self.prometheus] + ([self.store] if self.store else [])
-        self.processor = Processor(config.processor, exporters, telemetry)
+        self.judge = None
+        if config.judge.enabled:
+            judge_metrics = JudgeMetrics(self.prometheus)
+            self.judge = Judge(config.judge, [judge_metrics] + ([self.store] if self.store else []), judge_metrics)
+        self.processor = Processor(config.processor, exporters, telemetry, self.judge)
         r = config.receiver
         self.grpc = self.http = None
         try:
@@ -46,6 +51,8 @@ class Service:
         gc.set_threshold(50_000, 20, 100)
         gc.freeze()
         self.metrics_address = self.prometheus.start()
+        if self.judge:
+            self.judge.start()
         self.processor.start()
         if self.grpc:
             self.grpc.start()

@@ -85,3 +85,13 @@ def start_server(tmp_path) -> Iterator[Callable[..., RunningServer]]:
 @pytest.fixture
 def server(start_server) -> RunningServer:
     return start_server()
+
+
+@pytest.fixture
+def chat_server() -> Iterator[Any]:
+    """A local OpenAI-compatible chat endpoint answering from a script (tests/chat_server.py)."""
+    from tests.chat_server import ChatServer
+
+    server = ChatServer()
+    yield server
+    server.close()

@@ -15,11 +15,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from mastwatch.collector.classify.modes import MODES
+from mastwatch.collector.judge.stage import Judgement
 from mastwatch.collector.processor import Increment
 from mastwatch.collector.verdict import Verdict, rfc3339
 from mastwatch.durations import Duration
 
-from .schema import COLUMNS, FINDINGS, TRACES, ddl
+from .schema import COLUMNS, FINDINGS, JUDGEMENTS, TRACES, ddl
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +45,19 @@ def trace_row(v: Verdict) -> list[Any]:
             waste.repeated_steps, wasted_input, waste.token_total("output"), v.wasted_cost_usd]
 
 
-def finding_rows(v: Verdict) -> list[list[Any]]:
+def finding_rows(v: Verdict | Judgement) -> list[list[Any]]:
     """mast_findings rows, in FINDING_COLUMNS order."""
     started = rfc3339(v.started_at_ns)
     return [[v.trace_id, v.service, v.agent, started, code, MODES[code].category, MODES[code].name, f.confidence,
              f.basis, [e.hex() for e in f.evidence], f.reason] for code, f in sorted(v.findings.items())]
+
+
+def judgement_rows(j: Judgement, judged_at: float) -> list[list[Any]]:
+    """mast_judgements rows, in JUDGEMENT_COLUMNS order: one per mode assessed."""
+    started, judged = rfc3339(j.started_at_ns), rfc3339(int(judged_at * 1e9))
+    return [[j.trace_id, j.service, j.agent, started, judged, j.model, code, MODES[code].category, j.verdict(code),
+             j.structural.get(code), a.confidence, list(a.evidence), a.reason]
+            for code, a in sorted(j.assessments.items())]
 
 
 class StoreExporter:
@@ -76,7 +85,14 @@ class StoreExporter:
         pass  # rows are written per verdict
 
     def export_verdict(self, verdict: Verdict, increment: Increment) -> None:
-        rows = [(TRACES, trace_row(verdict))] + [(FINDINGS, r) for r in finding_rows(verdict)]
+        self._enqueue([(TRACES, trace_row(verdict))] + [(FINDINGS, r) for r in finding_rows(verdict)])
+
+    def export_judgement(self, judgement: Judgement) -> None:
+        """The judge's positive answers as mast_findings rows with basis judge; every answer in mast_judgements."""
+        self._enqueue([(FINDINGS, r) for r in finding_rows(judgement)]
+                      + [(JUDGEMENTS, r) for r in judgement_rows(judgement, time.time())])
+
+    def _enqueue(self, rows: list[tuple[str, list[Any]]]) -> None:
         with self._cond:
             self._pending.extend(rows)
             overflow = len(self._pending) - self.config.max_queued_rows

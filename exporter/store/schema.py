@@ -5,6 +5,7 @@ from __future__ import annotations
 
 TRACES = "mast_traces"
 FINDINGS = "mast_findings"
+JUDGEMENTS = "mast_judgements"
 
 
 TRACE_COLUMNS = ("trace_id", "service", "agent", "models", "started_at", "ended_at", "completion", "steps",
@@ -12,7 +13,9 @@ TRACE_COLUMNS = ("trace_id", "service", "agent", "models", "started_at", "ended_
                  "repeated_steps", "wasted_input_tokens", "wasted_output_tokens", "wasted_cost_usd")
 FINDING_COLUMNS = ("trace_id", "service", "agent", "started_at", "failure_mode", "category", "name", "confidence",
                    "basis", "evidence", "reason")
-COLUMNS = {TRACES: TRACE_COLUMNS, FINDINGS: FINDING_COLUMNS}
+JUDGEMENT_COLUMNS = ("trace_id", "service", "agent", "started_at", "judged_at", "model", "failure_mode", "category",
+                     "verdict", "structural_confidence", "confidence", "evidence", "reason")
+COLUMNS = {TRACES: TRACE_COLUMNS, FINDINGS: FINDING_COLUMNS, JUDGEMENTS: JUDGEMENT_COLUMNS}
 
 
 def ddl(database: str) -> list[str]:
@@ -51,6 +54,24 @@ ORDER BY (service, agent, started_at)""",
     name LowCardinality(String),
     confidence Float32,
     basis LowCardinality(String),
+    evidence Array(String),
+    reason String CODEC(ZSTD(3)),
+    INDEX idx_trace_id trace_id TYPE bloom_filter(0.001) GRANULARITY 1
+) ENGINE = MergeTree
+PARTITION BY toDate(started_at)
+ORDER BY (failure_mode, service, agent, started_at)""",
+        f"""CREATE TABLE IF NOT EXISTS {database}.{JUDGEMENTS} (
+    trace_id String CODEC(ZSTD(1)),
+    service LowCardinality(String),
+    agent LowCardinality(String),
+    started_at DateTime64(9, 'UTC') CODEC(Delta(8), ZSTD(1)),
+    judged_at DateTime64(9, 'UTC'),
+    model LowCardinality(String),
+    failure_mode LowCardinality(String),
+    category LowCardinality(String),
+    verdict LowCardinality(String),
+    structural_confidence Nullable(Float32),
+    confidence Float32,
     evidence Array(String),
     reason String CODEC(ZSTD(3)),
     INDEX idx_trace_id trace_id TYPE bloom_filter(0.001) GRANULARITY 1
