@@ -1,7 +1,8 @@
 """The configuration: one YAML file, then environment variables, then command-line flags.
 
 Sections follow the OpenTelemetry Collector's components; each component owns its settings model:
-`receiver` (OTLP gRPC and HTTP), `processor` (assembly, detectors), `exporters.prometheus`, `exporters.store`.
+`receiver` (OTLP gRPC and HTTP), `processor` (assembly, detectors), `exporters.prometheus`, `exporters.store`;
+`dashboards` and `rules` set what `mastwatch dashboards` and `mastwatch rules` generate.
 Environment variables override the file: MASTWATCH_<SECTION>__<KEY>..., e.g.
 MASTWATCH_RECEIVER__HTTP__ENDPOINT=0.0.0.0:4318. Values are YAML (numbers, booleans, lists).
 """
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mastwatch.collector.processor import ProcessorConfig
 from mastwatch.collector.receiver import ReceiverConfig
+from mastwatch.dashboards.settings import DashboardsConfig, RulesConfig
 from mastwatch.exporter.prometheus import PrometheusExporterConfig
 from mastwatch.exporter.store import StoreConfig
 
@@ -39,6 +41,8 @@ class Config(BaseModel):
     receiver: ReceiverConfig = ReceiverConfig()
     processor: ProcessorConfig = ProcessorConfig()
     exporters: ExportersConfig = ExportersConfig()
+    dashboards: DashboardsConfig = DashboardsConfig()
+    rules: RulesConfig = RulesConfig()
 
 
 def _detectors(config: Config) -> None:

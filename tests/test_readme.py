@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from mastwatch.collector.classify.detectors import load_detectors
 from mastwatch.config import Config
+from mastwatch.durations import parse_duration
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
 
@@ -22,6 +23,10 @@ def _settings(model: type[BaseModel], prefix: str = ""):
             yield prefix + name, field
 
 
+def _is_duration(field) -> bool:
+    return any(getattr(m, "func", None) is parse_duration for m in field.metadata)
+
+
 def _documented() -> dict[str, str]:
     return {m.group(1): m.group(2).strip() for m in re.finditer(r"^\| `([\w.]+)` \| ([^|]*) \|", README, re.M)}
 
@@ -29,7 +34,7 @@ def _documented() -> dict[str, str]:
 def test_every_setting_is_documented_with_its_default() -> None:
     documented = _documented()
     defaults = Config().model_dump()
-    for key, _ in _settings(Config):
+    for key, field in _settings(Config):
         assert key in documented, f"{key} missing from the README's configuration reference"
         value = defaults
         for part in key.split("."):
@@ -37,8 +42,10 @@ def test_every_setting_is_documented_with_its_default() -> None:
         shown = documented[key]
         if isinstance(value, bool):
             assert shown == str(value).lower(), key
-        elif isinstance(value, float):  # durations: 5.0 is written 5s, 0.25 is 250ms
-            assert shown in (f"{value:g}s", f"{value * 1000:g}ms"), key
+        elif isinstance(value, float) and _is_duration(field):  # 5.0 is written 5s, 0.25 is 250ms
+            assert shown in (f"{value:g}s", f"{value * 1000:g}ms", f"{value / 60:g}m", f"{value / 3600:g}h"), key
+        elif isinstance(value, float):
+            assert shown == f"{value:g}", key
         elif isinstance(value, int | str):
             assert shown == str(value), key
 
