@@ -97,11 +97,12 @@ def timeseries(title: str, description: str, targets: list[Any], unit: str, *, s
 
 
 def stat(title: str, description: str, targets: list[Any], unit: str, thresholds: Steps = GREEN_ONLY, *,
-         decimals: int | None = None, no_value: str = "0", color_mode: str = "value") -> g.Stat:
+         decimals: int | None = None, no_value: str = "0", color_mode: str = "value", text_mode: str = "value",
+         overrides: Iterable[dict[str, Any]] = ()) -> g.Stat:
     return g.Stat(
         title=title, description=description, dataSource=_datasource(targets), targets=targets, format=unit,
         decimals=decimals, graphMode="none", colorMode=color_mode, reduceCalc="lastNotNull", noValue=no_value,
-        textMode="value", thresholds=[], extraJson={"fieldConfig": {"defaults": {
+        textMode=text_mode, thresholds=[], overrides=list(overrides), extraJson={"fieldConfig": {"defaults": {
             "color": {"mode": "thresholds"}, "thresholds": steps(*thresholds)}}})
 
 

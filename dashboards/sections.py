@@ -195,6 +195,12 @@ def _legend(by: str) -> str:
 def spend_store(grid: Grid, config: Config, where: str) -> None:
     db = config.exporters.store.database
     grid.row("Repeated-step spend (ClickHouse store)")
+    grid.add(stat("Store totals", "Runs, share of runs failing, spend, repeated-step spend and its share, from the "
+                  "store.", [sql(ch.SPEND_SUMMARY, db, where)], "short", no_value="-", text_mode="value_and_name",
+                  overrides=[override("runs", decimals=0), override("failing_share", unit="percentunit", decimals=1),
+                             override("spend_usd", unit="currencyUSD", decimals=2),
+                             override("wasted_usd", unit="currencyUSD", decimals=2),
+                             override("wasted_share", unit="percentunit", decimals=1)]), 24, 4)
     grid.add(timeseries("Wasted spend trend", "USD burnt on repeated steps per interval and agent, from the "
                         "store: the long view.", [sql(ch.WASTED_OVER_TIME, db, where)], "currencyUSD", stack=True,
                         bars=True, calcs=("sum",)), 12, 8)
