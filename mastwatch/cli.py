@@ -138,7 +138,11 @@ def cmd_rules(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_report(args: argparse.Namespace, config: Config) -> int:
-    from mastwatch.dashboards.report import main_report
+    try:
+        from mastwatch.dashboards.report import main_report
+    except ImportError as e:
+        print(f"mastwatch report needs matplotlib ({e}): pip install 'mastwatch[report]'", file=sys.stderr)
+        return 2
 
     return main_report(config, Path(args.out), Path(args.png) if args.png else None, args.since)
 
