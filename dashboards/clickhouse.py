@@ -1,5 +1,8 @@
 """Every ClickHouse query of the dashboards, in one place.
 
+Output aliases never reuse a column's name: ClickHouse resolves aliases in WHERE too, so an alias
+`models` would turn a filter on the `models` array into one on a string.
+
 Each query is a template over the store's tables (`{db}`: the database, `{where}`: the dashboard's filter on
 its variables) written for Grafana's ClickHouse data source (grafana-clickhouse-datasource): time macros
 ($__timeFilter, $__timeInterval, $__fromTime/$__toTime) and variables (${service:sqlstring}) are expanded by
@@ -69,7 +72,7 @@ LIMIT 200""", "table")
 
 RECENT_TRACES = Query("""\
 SELECT started_at AS time, dateDiff('millisecond', started_at, ended_at) / 1000 AS duration,
-       arrayStringConcat(failure_modes, ' ') AS failure_modes, arrayStringConcat(models, ' ') AS models, steps,
+       arrayStringConcat(failure_modes, ' ') AS modes, arrayStringConcat(models, ' ') AS model_list, steps,
        llm_calls, tool_calls, input_tokens + output_tokens AS tokens, cost_usd, repeated_steps, wasted_cost_usd,
        completion, trace_id
 FROM {db}.mast_traces
@@ -100,7 +103,7 @@ GROUP BY service, agent
 ORDER BY wasted_usd DESC""", "table")
 
 COSTLIEST_LOOPS = Query("""\
-SELECT started_at AS time, service, agent, arrayStringConcat(models, ' ') AS models, repeated_steps,
+SELECT started_at AS time, service, agent, arrayStringConcat(models, ' ') AS model_list, repeated_steps,
        wasted_input_tokens + wasted_output_tokens AS wasted_tokens, wasted_cost_usd, cost_usd, trace_id
 FROM {db}.mast_traces
 WHERE $__timeFilter(started_at) AND repeated_steps > 0 AND {where}

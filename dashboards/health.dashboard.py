@@ -46,7 +46,8 @@ def build(config: Config) -> Dashboard:
                   (("green", None), ("red", 1)), decimals=0, color_mode="background"), 4, 4)
     grid.row("Ingest")
     grid.add(timeseries("Spans received and processed", "Spans per second by protocol, and spans normalised and "
-                        "classified.", [prom(_rate("mastwatch_spans_received_total", "protocol"), "received {{protocol}}"),
+                        "classified.",
+                        [prom(_rate("mastwatch_spans_received_total", "protocol"), "received {{protocol}}"),
                                         prom(_rate("mastwatch_spans_processed_total"), "processed", ref="B")],
                         SPANS_PER_S), 12, 8)
     grid.add(timeseries("Rejections by reason", "Spans rejected (invalid_id, queue_full) and whole requests refused "
@@ -86,7 +87,8 @@ def build(config: Config) -> Dashboard:
                                                                                      "fixedColor": "red"})]), 12, 8)
     grid.add(timeseries("Data quality", "Detector failures by mode, calls of models without a price (cost counted "
                         "as 0), and label values replaced by `other` (exporters.prometheus.max_label_values).",
-                        [prom(_rate("mastwatch_detector_errors_total", "failure_mode"), "detector error {{failure_mode}}"),
+                        [prom(_rate("mastwatch_detector_errors_total", "failure_mode"),
+                              "detector error {{failure_mode}}"),
                          prom(_rate("mastwatch_unpriced_llm_calls_total", "model"), "unpriced {{model}}", ref="B"),
                          prom(_rate("mastwatch_label_overflow_total", "label"), "overflow {{label}}", ref="C")],
                         "reqps"), 24, 8)

@@ -17,15 +17,15 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.dates as mdates  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.dates as mdates
+import matplotlib.pyplot as plt
 
-from mastwatch.config import Config  # noqa: E402
-from mastwatch.durations import parse_duration  # noqa: E402
+from mastwatch.config import Config
+from mastwatch.durations import parse_duration
 
-from .generate import dashboards  # noqa: E402
-from .macros import ALL, TimeRange, Variable, expand_sql  # noqa: E402
-from .panels import CLICKHOUSE  # noqa: E402
+from .generate import dashboards
+from .macros import ALL, TimeRange, Variable, expand_sql
+from .panels import CLICKHOUSE
 
 REPORTED = ("mastwatch-failure-modes", "mastwatch-repeated-spend")
 Query = Callable[[str], list[dict[str, Any]]]

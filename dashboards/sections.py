@@ -189,7 +189,7 @@ def spend(grid: Grid, config: Config, sel: str, model_sel: str, by: str, legend:
 
 
 def _legend(by: str) -> str:
-    return " ".join("{{%s}}" % label.strip() for label in by.split(","))
+    return " ".join(f"{{{{{label.strip()}}}}}" for label in by.split(","))
 
 
 def spend_store(grid: Grid, config: Config, where: str) -> None:

@@ -54,7 +54,7 @@ def test_panel_ids_are_unique_and_the_grid_has_no_overlaps(generated: Path) -> N
         cells: dict[tuple[int, int], str] = {}
         for p in board["panels"]:
             g = p["gridPos"]
-            assert 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["h"] >= 1, (uid, p["title"])
+            assert g["x"] >= 0 and g["x"] + g["w"] <= 24 and g["h"] >= 1, (uid, p["title"])
             for x in range(g["x"], g["x"] + g["w"]):
                 for y in range(g["y"], g["y"] + g["h"]):
                     assert (x, y) not in cells, f"{uid}: {p['title']!r} overlaps {cells[(x, y)]!r}"
@@ -134,3 +134,26 @@ def test_macros_expand_as_grafana_and_the_clickhouse_plugin_do() -> None:
         "rate(m{service=~\"(a'b|c)\", agent=\"x.y\", model=~\".*\", i=~\"(i1|i2)\"}[2m]) [3600s]")
     with pytest.raises(ValueError, match="unexpanded"):
         expand_sql("SELECT $__unknown(x)", window)
+
+
+def test_report_command_renders_a_store(tmp_path: Path) -> None:
+    from tests.otlp_corpus import corpus, to_otlp_json_line
+
+    captured = tmp_path / "runs.jsonl"
+    captured.write_text("".join(to_otlp_json_line(request) + "\n" for _, _, request in corpus()))
+    store = tmp_path / "store"
+    assert subprocess.run([*MASTWATCH, "replay", str(captured), "--store", str(store)], capture_output=True,
+                          timeout=120).returncode == 0
+    page, png = tmp_path / "report.html", tmp_path / "report.png"
+    result = subprocess.run([*MASTWATCH, "report", "--store-path", str(store), "--since", "200000h", "--out",
+                             str(page), "--png", str(png)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    text = page.read_text()
+    assert "<svg" in text and "swe-agent" in text and "submit" in text  # the CTF run that loops on `submit`
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    result = subprocess.run([*MASTWATCH, "report", "--store-path", str(store), "--since", "a week", "--out",
+                             str(page)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "--since" in result.stderr
+    result = subprocess.run([*MASTWATCH, "report", "--store-path", str(tmp_path / "none"), "--out", str(page)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "no store at" in result.stderr
