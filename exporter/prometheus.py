@@ -141,6 +141,8 @@ class PrometheusExporter:
         self.self_metrics.limit = self.limit
         r = registry
         self.traces = Counter("mast_traces", "Agent traces classified", ["service", "agent"], registry=r)
+        self.failing = Counter("mast_failing_traces", "Traces showing at least one MAST failure mode (counted when "
+                               "classified, as mast_traces)", ["service", "agent"], registry=r)
         self.mode_traces = Counter("mast_failure_mode_traces", "Traces showing a MAST failure mode (counted "
                                    "once per trace, when first detected, possibly while the run goes on)",
                                    ["service", "agent", "failure_mode", "category"], registry=r)
@@ -193,6 +195,8 @@ class PrometheusExporter:
         limit, child = self.limit, self._child
         service, agent = limit("service", verdict.service), limit("agent", verdict.agent)
         child(self.traces, service, agent).inc()
+        if verdict.findings:
+            child(self.failing, service, agent).inc()
         for (model, kind), n in verdict.tokens.items():
             child(self.tokens, service, agent, limit("model", model), kind).inc(n)
         for model, usd in verdict.cost.items():

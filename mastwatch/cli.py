@@ -1,4 +1,4 @@
-"""mastwatch serve | replay | demo."""
+"""mastwatch serve | replay | demo | dashboards | rules | report."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from mastwatch import __version__
@@ -35,7 +36,8 @@ def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     doc = set_overrides(args.set)
     pairs = [("grpc_endpoint", ("receiver", "grpc", "endpoint")), ("http_endpoint", ("receiver", "http", "endpoint")),
              ("metrics_endpoint", ("exporters", "prometheus", "endpoint")),
-             ("store_path", ("exporters", "store", "path"))]
+             ("store_path", ("exporters", "store", "path")), ("trace_url", ("dashboards", "trace_url")),
+             ("budget_usd", ("rules", "wasted_spend", "budget_usd"))]
     for attr, path in pairs:
         value = getattr(args, attr, None)
         if value is not None:
@@ -120,6 +122,31 @@ def cmd_replay(args: argparse.Namespace, config: Config) -> int:
     return main_replay(args.files, store, config.processor)
 
 
+def cmd_dashboards(args: argparse.Namespace, config: Config) -> int:
+    from mastwatch.dashboards.generate import write
+
+    for path in write(config, Path(args.out)):
+        print(path)
+    return 0
+
+
+def cmd_rules(args: argparse.Namespace, config: Config) -> int:
+    from mastwatch.dashboards.rules import write
+
+    print(write(config, Path(args.out)))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace, config: Config) -> int:
+    try:
+        from mastwatch.dashboards.report import main_report
+    except ImportError as e:
+        print(f"mastwatch report needs matplotlib ({e}): pip install 'mastwatch[report]'", file=sys.stderr)
+        return 2
+
+    return main_report(config, Path(args.out), Path(args.png) if args.png else None, args.since)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mastwatch", description="MAST failure modes and repeated-step spend "
                                      "for LLM-agent OpenTelemetry traces")
@@ -137,6 +164,21 @@ def build_parser() -> argparse.ArgumentParser:
     _server_flags(demo)
     demo.add_argument("--duration", type=float, default=0, help="stop after this many seconds (default: never)")
     demo.add_argument("--pace", type=float, default=0.3, help="seconds per simulated agent step")
+    dashboards = sub.add_parser("dashboards", help="write the Grafana dashboards and provisioning files")
+    _common(dashboards)
+    dashboards.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    dashboards.add_argument("--trace-url", help="trace UI link with {trace_id} (dashboards.trace_url)")
+    rules = sub.add_parser("rules", help="write the Prometheus recording and alerting rules")
+    _common(rules)
+    rules.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    rules.add_argument("--budget-usd", type=float, help="repeated-step spend budget per agent and window "
+                       "(rules.wasted_spend.budget_usd)")
+    report = sub.add_parser("report", help="render the store's dashboard panels to a self-contained HTML page")
+    _common(report)
+    report.add_argument("--out", required=True, metavar="FILE.html", help="the HTML page")
+    report.add_argument("--png", metavar="FILE.png", help="also one PNG image of the charts")
+    report.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
+    report.add_argument("--since", default="24h", help="time range back from now, e.g. 30m, 6h (default 24h)")
     return parser
 
 
@@ -149,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"mastwatch: {e}", file=sys.stderr)
         return 2
-    commands = {"serve": cmd_serve, "replay": cmd_replay, "demo": cmd_demo}
+    commands = {"serve": cmd_serve, "replay": cmd_replay, "demo": cmd_demo, "dashboards": cmd_dashboards,
+                "rules": cmd_rules, "report": cmd_report}
     try:
         return commands[args.command](args, config)
     except OSError as e:  # a port in use, a store directory that cannot be written

@@ -1,8 +1,9 @@
 """The configuration: one YAML file, then environment variables, then command-line flags.
 
 Sections follow the OpenTelemetry Collector's components; each component owns its settings model:
-`receiver` (OTLP gRPC and HTTP), `processor` (assembly, detectors), `exporters.prometheus`, `exporters.store`.
-The optional judge stage has its own section, `judge`.
+`receiver` (OTLP gRPC and HTTP), `processor` (assembly, detectors), `exporters.prometheus`, `exporters.store`;
+the optional judge stage has its own section, `judge`; `dashboards` and `rules` set what `mastwatch dashboards`
+and `mastwatch rules` generate.
 Environment variables override the file: MASTWATCH_<SECTION>__<KEY>..., e.g.
 MASTWATCH_RECEIVER__HTTP__ENDPOINT=0.0.0.0:4318. Values are YAML (numbers, booleans, lists).
 """
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from mastwatch.collector.judge.stage import JudgeConfig
 from mastwatch.collector.processor import ProcessorConfig
 from mastwatch.collector.receiver import ReceiverConfig
+from mastwatch.dashboards.settings import DashboardsConfig, RulesConfig
 from mastwatch.exporter.prometheus import PrometheusExporterConfig
 from mastwatch.exporter.store import StoreConfig
 
@@ -42,6 +44,8 @@ class Config(BaseModel):
     processor: ProcessorConfig = ProcessorConfig()
     exporters: ExportersConfig = ExportersConfig()
     judge: JudgeConfig = JudgeConfig()
+    dashboards: DashboardsConfig = DashboardsConfig()
+    rules: RulesConfig = RulesConfig()
 
 
 def _detectors(config: Config) -> None:

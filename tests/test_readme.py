@@ -23,6 +23,10 @@ def _settings(model: type[BaseModel], prefix: str = ""):
             yield prefix + name, field
 
 
+def _is_duration(field) -> bool:
+    return any(getattr(m, "func", None) is parse_duration for m in field.metadata)
+
+
 def _documented() -> dict[str, str]:
     return {m.group(1): m.group(2).strip() for m in re.finditer(r"^\| `([\w.]+)` \| ([^|]*) \|", README, re.M)}
 
@@ -38,8 +42,8 @@ def test_every_setting_is_documented_with_its_default() -> None:
         shown = documented[key]
         if isinstance(value, bool):
             assert shown == str(value).lower(), key
-        elif isinstance(value, float) and any(getattr(m, "func", None) is parse_duration for m in field.metadata):
-            assert shown in (f"{value:g}s", f"{value * 1000:g}ms"), key  # durations: 5.0 is 5s, 0.25 is 250ms
+        elif isinstance(value, float) and _is_duration(field):  # 5.0 is written 5s, 0.25 is 250ms
+            assert shown in (f"{value:g}s", f"{value * 1000:g}ms", f"{value / 60:g}m", f"{value / 3600:g}h"), key
         elif isinstance(value, float):
             assert shown == f"{value:g}", key
         elif isinstance(value, int | str):

@@ -20,9 +20,11 @@ def test_loop_shows_in_metrics_before_the_run_ends(server, protocol: str) -> Non
         server.wait_for(lambda: server.sample("mast_failure_mode_traces_total", **fm13) == 1)
         assert root.is_recording()
         assert server.sample("mast_traces_total") == 0
+        assert server.sample("mast_failing_traces_total") == 0  # counted with the trace, when classified
         assert server.sample("mast_repeated_steps_total", tool="kubectl_get_pods") == 3
     server.wait_for(lambda: server.sample("mast_traces_total", agent="sre-bot") == 1)
     assert server.sample("mast_failure_mode_traces_total", **fm13) == 1  # once per trace, not again at the end
+    assert server.sample("mast_failing_traces_total", agent="sre-bot", service="test-agents") == 1
     assert server.sample("mast_repeated_steps_total", tool="kubectl_get_pods") == 3
     assert server.sample("mast_wasted_tokens_total", model="gpt-4.1-mini", type="input") == 3000
     assert server.sample("mast_wasted_tokens_total", model="gpt-4.1-mini", type="output") == 150
@@ -49,6 +51,7 @@ def test_healthy_runs_count_tokens_and_cost(server) -> None:
             chat(tracer, text="Your order ships tomorrow.", output_tokens=20, agent="support-agent")
     server.wait_for(lambda: server.sample("mast_traces_total", service="support", agent="support-agent") == 2)
     assert server.sample("mast_failure_mode_traces_total") == 0
+    assert server.sample("mast_failing_traces_total") == 0
     assert server.sample("mast_tokens_total", model="gpt-4.1-mini", type="input") == 2 * (1500 + 1000)
     assert server.sample("mast_tokens_total", model="gpt-4.1-mini", type="cache_read") == 2 * 500
     assert server.sample("mast_tokens_total", model="gpt-4.1-mini", type="output") == 2 * 70

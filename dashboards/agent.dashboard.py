@@ -1,0 +1,39 @@
+"""Agent drill-down: everything of the fleet dashboards for one agent ($service, $agent), with its models
+($model) and its recent traces."""
+
+from grafanalib.core import Dashboard
+
+from mastwatch.config import Config
+from mastwatch.dashboards import clickhouse as ch
+from mastwatch.dashboards import sections
+from mastwatch.dashboards.panels import Grid, override, sql, table, trace_link, variable
+from mastwatch.dashboards.panels import dashboard as make_dashboard
+
+UID = "mastwatch-agent"
+
+
+def build(config: Config) -> Dashboard:
+    sel = 'service="$service", agent="$agent"'
+    grid = Grid()
+    sections.failure_overview(grid, config, sel, ', service="$service", agent="$agent"')
+    sections.spend(grid, config, sel, ', model=~"$model"', "model", "model")
+    sections.failure_store(grid, config, ch.AGENT, fleet=False)
+    grid.add(table("Recent traces", "Every run of the agent (with the selected models), failing or not. trace_id "
+                   "opens the trace in the trace UI.",
+                   [sql(ch.RECENT_TRACES, config.exporters.store.database, ch.AGENT_MODEL)],
+                   overrides=[override("time", unit="dateTimeAsIso", custom__width=170),
+                              override("duration", unit="s"), override("cost_usd", unit="currencyUSD", decimals=4),
+                              override("wasted_cost_usd", unit="currencyUSD", decimals=4),
+                              trace_link(config.dashboards.trace_url)]), 24, 10)
+    sections.spend_store(grid, config, ch.AGENT_MODEL)
+    variables = [
+        variable("service", "Service", "label_values(mast_traces_total, service)", multi=False, include_all=False),
+        variable("agent", "Agent", 'label_values(mast_traces_total{service="$service"}, agent)', multi=False,
+                 include_all=False),
+        variable("model", "Model", 'label_values(mast_tokens_total{service="$service", agent="$agent"}, model)'),
+    ]
+    return make_dashboard("mastwatch / Agent drill-down", UID, "One agent: its failure modes, spend and repeated "
+                     "steps, and its recent traces.", grid, variables)
+
+
+dashboard = build(Config())  # grafanalib's generate-dashboard reads this

@@ -1,0 +1,43 @@
+"""PromQL shared by the dashboards and the rules: the failure-mode ratios, so that a panel draws exactly what
+an alert evaluates."""
+
+from __future__ import annotations
+
+from .settings import RisingModeRule
+
+
+def duration(seconds: float) -> str:
+    """A PromQL duration: 90 -> 90s, 1800 -> 30m, 86400 -> 1d."""
+    seconds = int(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _braces(matchers: str) -> str:
+    return f"{{{matchers}}}" if matchers else ""
+
+
+def mode_selector(rule: RisingModeRule, extra: str = "") -> str:
+    return f'failure_mode="{rule.failure_mode}"' + (f", {extra}" if extra else "")
+
+
+def mode_ratio(rule: RisingModeRule, extra: str = "") -> str:
+    """Share of each agent's runs that showed the mode over the rule's window."""
+    window = duration(rule.window)
+    return (f"sum by (service, agent) (increase(mast_failure_mode_traces_total{{{mode_selector(rule, extra)}}}"
+            f"[{window}]))\n/ sum by (service, agent) (increase(mast_traces_total{_braces(extra)}[{window}]))")
+
+
+def mode_baseline(rule: RisingModeRule, extra: str = "") -> str:
+    """The same share over the baseline period just before the window. An agent whose mode counter did not
+    exist then has a baseline of 0, not none (counters appear on their first increment)."""
+    span, shift = duration(rule.baseline), duration(rule.window)
+    runs = f"sum by (service, agent) (increase(mast_traces_total{_braces(extra)}[{span}] offset {shift}))"
+    return (f"(sum by (service, agent) (increase(mast_failure_mode_traces_total{{{mode_selector(rule, extra)}}}"
+            f"[{span}] offset {shift}))\n or on (service, agent) 0 * {runs})\n/ {runs}")
+
+
+def mode_runs(rule: RisingModeRule, extra: str = "") -> str:
+    return f"sum by (service, agent) (increase(mast_traces_total{_braces(extra)}[{duration(rule.window)}]))"

@@ -1,0 +1,253 @@
+"""`mastwatch report`: the dashboards' ClickHouse panels, run on the store and drawn with matplotlib into one
+self-contained HTML page (charts inline as SVG), and optionally one PNG of the charts, for people without
+Grafana. The queries are the dashboards' own, expanded as Grafana would for the chosen time range."""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.dates as mdates
+import matplotlib.pyplot as plt
+
+from mastwatch.config import Config
+from mastwatch.durations import parse_duration
+
+from .generate import dashboards
+from .macros import ALL, TimeRange, Variable, expand_sql
+from .panels import CLICKHOUSE
+
+REPORTED = ("mastwatch-failure-modes", "mastwatch-repeated-spend")
+Query = Callable[[str], list[dict[str, Any]]]
+PALETTE = ["#3274d9", "#e0752d", "#56a64b", "#a352cc", "#e02f44", "#8ab8ff", "#f2cc0c", "#73bf69", "#ff9830"]
+
+
+def _interval(range_s: int, points: int = 60) -> int:
+    """A round interval giving about `points` buckets, as Grafana's $__interval does."""
+    for step in (1, 5, 10, 30, 60, 300, 600, 900, 1800, 3600, 10800, 21600, 43200, 86400):
+        if range_s / step <= points:
+            return step
+    return 86400
+
+
+def _units(panel: dict[str, Any]) -> dict[str, str]:
+    """Column -> Grafana unit, from the panel's field overrides (and its default unit as '')."""
+    units = {"": panel["fieldConfig"]["defaults"].get("unit") or ""}
+    for o in panel["fieldConfig"].get("overrides", []):
+        for prop in o["properties"]:
+            if prop["id"] == "unit":
+                units[o["matcher"]["options"]] = prop["value"]
+    return units
+
+
+def _fmt(value: Any, unit: str) -> str:
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return str(value)
+    if unit == "percentunit":
+        return "-" if math.isnan(value) else f"{value:.1%}"
+    if unit == "currencyUSD":
+        return f"${value:,.4f}" if abs(value) < 1 else f"${value:,.2f}"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.3g}"
+
+
+def _svg(fig: plt.Figure) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00").replace(" ", "T")).replace(tzinfo=timezone.utc)
+
+
+def _series(rows: list[dict[str, Any]]) -> tuple[list[datetime], dict[str, list[float]]]:
+    """Long rows (time, label, value) to wide series, as Grafana's time series format does."""
+    label = next(k for k in rows[0] if k != "time" and isinstance(rows[0][k], str))
+    value = [k for k in rows[0] if k not in ("time", label)][-1]
+    times = sorted({r["time"] for r in rows})
+    index = {t: i for i, t in enumerate(times)}
+    series: dict[str, list[float]] = {}
+    for r in rows:
+        series.setdefault(r[label], [0.0] * len(times))[index[r["time"]]] = float(r[value])
+    return [_time(t) for t in times], series
+
+
+def _draw_timeseries(ax: plt.Axes, panel: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    times, series = _series(rows)
+    width = (times[1] - times[0]) * 0.8 if len(times) > 1 else 0.0005
+    bottom = [0.0] * len(times)
+    for i, (name, values) in enumerate(sorted(series.items())):
+        ax.bar(times, values, width=width, bottom=bottom, label=name, color=PALETTE[i % len(PALETTE)])
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    unit = _units(panel)[""]
+    if unit == "currencyUSD":
+        ax.yaxis.set_major_formatter(lambda v, _: f"${v:,.3g}")
+    locator = mdates.AutoDateLocator()
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    ax.legend(fontsize=7, loc="upper left", frameon=False)
+
+
+def _bar_column(panel: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[list[str], list[float], str] | None:
+    """A table sorted by a numeric column is also drawn as bars of that column."""
+    sort = panel["options"].get("sortBy") or []
+    if not sort or not rows:
+        return None
+    column = sort[0]["displayName"]
+    keys = [k for k in ("failure_mode", "agent", "service") if k in rows[0]]
+    ordered = sorted(rows, key=lambda r: r[column], reverse=True)[:10]
+    labels = [" / ".join(str(r[k]) for k in reversed(keys)) for r in ordered]
+    return labels, [float(r[column]) for r in ordered], column
+
+
+def _draw_bars(ax: plt.Axes, panel: dict[str, Any], bars: tuple[list[str], list[float], str]) -> None:
+    labels, values, column = bars
+    ax.barh(labels[::-1], values[::-1], color=PALETTE[0])
+    unit = _units(panel).get(column, "")
+    ax.xaxis.set_major_formatter(lambda v, _: _fmt(v, unit))
+    ax.set_xlabel(column, fontsize=8)
+
+
+def _table_html(panel: dict[str, Any], rows: list[dict[str, Any]], trace_url: str) -> str:
+    units = _units(panel)
+    columns = list(rows[0])
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = []
+    for r in rows[:50]:
+        cells = []
+        for c in columns:
+            text = html.escape(_fmt(r[c], units.get(c, "")))
+            if c == "trace_id":
+                text = f'<a href="{html.escape(trace_url.replace("{trace_id}", str(r[c])))}">{text}</a>'
+            cells.append(f"<td>{text}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def _stat_html(panel: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    units = _units(panel)
+    return "<div class=tiles>" + "".join(
+        f"<div class=tile><b>{html.escape(_fmt(v, units.get(k, '')))}</b><span>{html.escape(k)}</span></div>"
+        for k, v in rows[0].items()) + "</div>"
+
+
+def panels(config: Config) -> list[tuple[str, dict[str, Any]]]:
+    """(row title, panel) of every ClickHouse panel of the reported dashboards, in dashboard order."""
+    out = []
+    boards = dashboards(config)
+    for uid in REPORTED:
+        row = boards[uid]["title"]
+        for panel in boards[uid]["panels"]:
+            if panel["type"] == "row":
+                row = panel["title"]
+            elif panel["datasource"] == CLICKHOUSE:
+                out.append((row, panel))
+    return out
+
+
+def run(query: Query, config: Config, since_s: float, now: float | None = None) -> list[tuple[str, dict, list]]:
+    """Each reported panel with the rows its query returns for the last `since_s` seconds."""
+    end = int(now if now is not None else time.time())
+    start = end - int(since_s)
+    window = TimeRange(start, end, _interval(end - start), variables={"service": Variable(ALL, all_value=".*")})
+    return [(row, panel, query(expand_sql(panel["targets"][0]["rawSql"], window))) for row, panel in
+            panels(config)]
+
+
+def render_html(results: list[tuple[str, dict, list]], config: Config, since: str) -> str:
+    parts, row = [], None
+    for title, panel, rows in results:
+        if title != row:
+            row = title
+            parts.append(f"<h2>{html.escape(title)}</h2>")
+        parts.append(f"<section><h3>{html.escape(panel['title'])}</h3><p>{html.escape(panel['description'])}</p>")
+        if not rows:
+            parts.append("<p class=empty>No data in this range.</p>")
+        elif panel["type"] == "timeseries":
+            fig, ax = plt.subplots(figsize=(9, 3))
+            _draw_timeseries(ax, panel, rows)
+            parts.append(_svg(fig))
+        elif panel["type"] == "stat":
+            parts.append(_stat_html(panel, rows))
+        else:
+            bars = _bar_column(panel, rows)
+            if bars:
+                fig, ax = plt.subplots(figsize=(9, 0.35 * len(bars[0]) + 0.8))
+                _draw_bars(ax, panel, bars)
+                parts.append(_svg(fig))
+            parts.append(_table_html(panel, rows, config.dashboards.trace_url))
+        parts.append("</section>")
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>mastwatch report</title><style>
+body{{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}}
+h2{{border-bottom:2px solid #3274d9;padding-bottom:.2em;margin-top:2em}} h3{{margin-bottom:.2em}}
+section p{{color:#555;margin-top:0}} .empty{{font-style:italic}}
+table{{border-collapse:collapse;font-size:12px;width:100%}} td,th{{border:1px solid #ddd;padding:3px 6px;
+text-align:left;vertical-align:top}} th{{background:#f3f5f8}} svg{{max-width:100%;height:auto}}
+.tiles{{display:flex;gap:1em}} .tile{{background:#f3f5f8;padding:.8em 1.2em;border-radius:6px}}
+.tile b{{display:block;font-size:1.6em}} .tile span{{color:#555;font-size:.85em}}
+</style></head><body><h1>mastwatch report</h1>
+<p>The store's MAST failure modes and repeated-step spend over the last {html.escape(since)}, generated
+{generated}: the ClickHouse panels of the Grafana dashboards, from database
+<code>{html.escape(config.exporters.store.database)}</code>.</p>
+{"".join(parts)}</body></html>
+"""
+
+
+def render_png(results: list[tuple[str, dict, list]], path: Path) -> None:
+    charts = [(p, rows) for _, p, rows in results if rows and (p["type"] == "timeseries" or _bar_column(p, rows))]
+    cols = 2
+    fig, axes = plt.subplots(math.ceil(len(charts) / cols), cols, figsize=(14, 3.6 * math.ceil(len(charts) / cols)),
+                             squeeze=False)
+    for ax, (panel, rows) in zip(axes.flat, charts, strict=False):
+        ax.set_title(panel["title"], fontsize=11, loc="left")
+        if panel["type"] == "timeseries":
+            _draw_timeseries(ax, panel, rows)
+        else:
+            _draw_bars(ax, panel, _bar_column(panel, rows))
+    for ax in list(axes.flat)[len(charts):]:
+        ax.axis("off")
+    fig.suptitle("mastwatch: failure modes and repeated-step spend (from the store)", fontsize=13, x=0.01,
+                 ha="left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def main_report(config: Config, out: Path, png: Path | None, since: str) -> int:
+    from mastwatch.exporter.store.chdb_engine import ChdbEngine
+
+    try:
+        since_s = parse_duration(since)
+    except ValueError as e:
+        print(f"mastwatch: --since: {e}", file=sys.stderr)
+        return 2
+    path = Path(config.exporters.store.path)
+    if not path.is_dir():
+        raise OSError(f"no store at {path} (exporters.store.path, or --store-path)")
+    engine = ChdbEngine(str(path))
+    try:
+        results = run(engine.query, config, since_s)
+    finally:
+        engine.close()
+    out.write_text(render_html(results, config, since), encoding="utf-8")
+    print(out)
+    if png:
+        render_png(results, png)
+        print(png)
+    return 0

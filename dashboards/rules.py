@@ -1,0 +1,146 @@
+"""`mastwatch rules --out DIR`: Prometheus recording and alerting rules (DIR/mastwatch-rules.yaml).
+
+Recording rules follow the level:metric:operations naming. Alerts carry summary, description and runbook_url
+(docs/runbooks.md has one section per alert)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mastwatch.collector.classify.modes import MODES
+from mastwatch.config import Config
+
+from .promql import duration, mode_baseline, mode_ratio, mode_runs
+
+FILENAME = "mastwatch-rules.yaml"
+
+
+def _alert(config: Config, name: str, expr: str, hold: float, severity: str, summary: str, description: str,
+           labels: dict[str, str] | None = None) -> dict[str, Any]:
+    rule: dict[str, Any] = {"alert": name, "expr": expr}
+    if hold:
+        rule["for"] = duration(hold)
+    rule["labels"] = {"severity": severity, **(labels or {})}
+    rule["annotations"] = {"summary": summary, "description": description,
+                           "runbook_url": config.rules.runbook_url.replace("{anchor}", name.lower())}
+    return rule
+
+
+def recording(config: Config) -> list[dict[str, Any]]:
+    rising, spend = config.rules.rising, config.rules.wasted_spend
+    code = rising.failure_mode.replace("-", "").replace(".", "").lower()  # FM-3.3 -> fm33
+    w, sw = duration(rising.window), duration(spend.window)
+    rules = [
+        {"record": "service_agent:mast_traces:rate5m",
+         "expr": "sum by (service, agent) (rate(mast_traces_total[5m]))"},
+        {"record": "service_agent_failure_mode:mast_failure_mode_traces:rate5m",
+         "expr": "sum by (service, agent, failure_mode, category) (rate(mast_failure_mode_traces_total[5m]))"},
+        {"record": "service_agent_failure_mode:mast_failure_mode_traces:ratio_rate5m",
+         "expr": "service_agent_failure_mode:mast_failure_mode_traces:rate5m\n"
+                 "/ ignoring (failure_mode, category) group_left service_agent:mast_traces:rate5m"},
+        {"record": "failure_mode:mast_failure_mode_traces:ratio_rate5m",
+         "expr": "sum by (failure_mode, category) (rate(mast_failure_mode_traces_total[5m]))\n"
+                 "/ ignoring (failure_mode, category) group_left sum(rate(mast_traces_total[5m]))"},
+        {"record": "service_agent:mast_failing_traces:ratio_rate5m",
+         "expr": "sum by (service, agent) (rate(mast_failing_traces_total[5m]))\n"
+                 "/ service_agent:mast_traces:rate5m"},
+        {"record": "service_agent:mast_wasted_cost_usd:ratio_rate5m",
+         "expr": "sum by (service, agent) (rate(mast_wasted_cost_usd_total[5m]))\n"
+                 "/ sum by (service, agent) (rate(mast_cost_usd_total[5m]))"},
+        {"record": f"service_agent:mast_traces:increase{w}", "expr": mode_runs(rising)},
+        {"record": f"service_agent:mast_{code}_traces:ratio_increase{w}", "expr": mode_ratio(rising)},
+        {"record": f"service_agent:mast_{code}_traces:ratio_baseline{duration(rising.baseline)}",
+         "expr": mode_baseline(rising)},
+        {"record": f"agent:mast_wasted_cost_usd:increase{sw}",
+         "expr": f"sum by (agent) (increase(mast_wasted_cost_usd_total[{sw}]))"},
+    ]
+    rules += [{"record": f"agent:mast_wasted_cost_usd:budget{sw}", "expr": f"vector({usd:g})",
+               "labels": {"agent": agent}} for agent, usd in sorted(spend.budgets.items())]
+    return rules
+
+
+def alerts(config: Config) -> list[dict[str, Any]]:
+    rising, spend, health = config.rules.rising, config.rules.wasted_spend, config.rules.health
+    mode = MODES[rising.failure_mode]
+    code = rising.failure_mode.replace("-", "").replace(".", "").lower()
+    w, base, sw = duration(rising.window), duration(rising.baseline), duration(spend.window)
+    ratio = f"service_agent:mast_{code}_traces:ratio_increase{w}"
+    baseline = f"service_agent:mast_{code}_traces:ratio_baseline{base}"
+    job = f'job="{health.job}"'
+    spent = f"agent:mast_wasted_cost_usd:increase{sw}"
+    return [
+        _alert(config, "MastFailureModeRateRising",
+               f"{ratio} > {rising.factor:g} * {baseline}\nand {ratio} >= {rising.min_rate:g}\n"
+               f"and service_agent:mast_traces:increase{w} >= {rising.min_traces}",
+               rising.hold, "warning",
+               f"{mode.code} {mode.name} rising for {{{{ $labels.agent }}}} ({{{{ $labels.service }}}})",
+               f"{{{{ $value | humanizePercentage }}}} of the runs of {{{{ $labels.agent }}}} over the last {w} showed "
+               f"{mode.code} {mode.name}, more than {rising.factor:g}x its rate over the {base} before and at least "
+               f"{rising.min_rate:.0%}, with at least {rising.min_traces} runs.",
+               {"failure_mode": mode.code}),
+        _alert(config, "MastRepeatedStepSpendOverBudget",
+               f"{spent}\n> on (agent) group_left ()\n(agent:mast_wasted_cost_usd:budget{sw} "
+               f"or on (agent) (0 * {spent} + {spend.budget_usd:g}))",
+               spend.hold, "warning",
+               "{{ $labels.agent }} burnt {{ $value | printf \"%.2f\" }} USD on repeated steps in the last " + sw,
+               f"Model calls that produced repeated steps (FM-1.3) of {{{{ $labels.agent }}}} cost "
+               f"{{{{ $value | printf \"%.2f\" }}}} USD over the last {sw}, over its budget (rules.wasted_spend: "
+               f"{spend.budget_usd:g} USD unless the agent has its own)."),
+        _alert(config, "MastwatchRejectingSpans",
+               f"sum by (job, instance) (rate(mastwatch_spans_rejected_total{{{job}}}[5m]))\n"
+               f"/ sum by (job, instance) (rate(mastwatch_spans_received_total{{{job}}}[5m])) > "
+               f"{health.rejected_ratio:g}", 600, "warning",
+               "mastwatch {{ $labels.instance }} rejects {{ $value | humanizePercentage }} of spans",
+               "Spans are rejected for invalid ids (bad clients) or queue_full (backpressure: clients retry, "
+               "but the instance is saturated). See mastwatch_spans_rejected_total by reason."),
+        _alert(config, "MastwatchRejectingRequests",
+               f"sum by (job, instance, reason) (rate(mastwatch_requests_rejected_total{{{job}}}[5m])) > 0",
+               900, "info",
+               "mastwatch {{ $labels.instance }} refuses OTLP requests ({{ $labels.reason }})",
+               "Whole OTLP requests are refused as {{ $labels.reason }}: malformed bodies, or bodies over "
+               "receiver.*.max_*_mib. Their spans are lost unless the client retries."),
+        _alert(config, "MastwatchLateSpans",
+               f"sum by (job, instance) (rate(mastwatch_late_spans_total{{{job}}}[10m]))\n"
+               f"/ sum by (job, instance) (rate(mastwatch_spans_received_total{{{job}}}[10m])) > "
+               f"{health.late_ratio:g}", 900, "warning",
+               "mastwatch {{ $labels.instance }} drops {{ $value | humanizePercentage }} of spans as late",
+               "Spans arrive after their trace was classified and are dropped: processor.decision_wait is shorter "
+               "than the clients' export delay, or traces are evicted early."),
+        _alert(config, "MastwatchEvictingTraces",
+               f"sum by (job, instance) (rate(mastwatch_traces_evicted_total{{{job}}}[10m])) > 0", 900, "warning",
+               "mastwatch {{ $labels.instance }} evicts traces before they complete",
+               "processor.max_traces traces are in flight, so the oldest are classified before they end; their "
+               "later spans are dropped as late. Raise max_traces or add replicas."),
+        _alert(config, "MastwatchStoreDroppingRows",
+               f"sum by (job, instance) (increase(mastwatch_store_rows_dropped_total{{{job}}}[10m])) > 0", 0,
+               "critical", "mastwatch {{ $labels.instance }} dropped {{ $value | printf \"%.0f\" }} store rows",
+               "The store has been failing long enough for exporters.store.max_queued_rows rows to wait; the "
+               "oldest are dropped. See mastwatch_store_errors_total and the logs."),
+    ]
+
+
+def rules(config: Config) -> dict[str, Any]:
+    return {"groups": [{"name": "mastwatch.recording", "rules": recording(config)},
+                       {"name": "mastwatch.alerts", "rules": alerts(config)}]}
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _literal(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _literal)
+
+
+def write(config: Config, out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / FILENAME
+    path.write_text(yaml.dump(rules(config), Dumper=_Dumper, sort_keys=False, width=120), encoding="utf-8")
+    return path

@@ -1,0 +1,217 @@
+"""Rows of panels shared by the fleet dashboards and the agent drill-down: the same panels, filtered by the
+dashboard's variables (`sel`: PromQL label matchers, `where`: the ClickHouse filter)."""
+
+from __future__ import annotations
+
+from mastwatch.collector.classify.modes import CATEGORIES, MODES
+from mastwatch.config import Config
+
+from . import clickhouse as ch
+from .panels import (
+    Grid,
+    bargauge,
+    override,
+    prom,
+    regex_override,
+    sql,
+    stat,
+    table,
+    timeseries,
+    trace_link,
+)
+from .promql import duration, mode_baseline, mode_ratio
+
+RUNS_PER_MIN = "suffix: runs/min"
+TOKENS_PER_MIN = "suffix: tokens/min"
+USD_PER_HOUR = "currencyUSD"
+SHARE_STEPS = (("green", None), ("orange", 0.1), ("red", 0.25))
+AGENT_LEGEND = "{{agent}} ({{service}})"
+
+
+def _range(metric: str, sel: str, by: str = "") -> str:
+    group = f" by ({by})" if by else ""
+    return f"sum{group} (increase({metric}{{{sel}}}[$__range]))"
+
+
+def _rate(metric: str, sel: str, by: str, per: int = 1) -> str:
+    scale = f"{per} * " if per != 1 else ""
+    return f"{scale}sum by ({by}) (rate({metric}{{{sel}}}[$__rate_interval]))"
+
+
+def failure_overview(grid: Grid, config: Config, sel: str, alert_sel: str) -> None:
+    rule = config.rules.rising
+    mode = MODES[rule.failure_mode]
+    window = duration(rule.window)
+    grid.row("Failure modes")
+    grid.add(stat("Agent runs", "Agent runs (traces) classified in the time range.",
+                  [prom(_range("mast_traces_total", sel), instant=True)], "short", decimals=0), 5, 4)
+    grid.add(stat("Runs with a failure mode", "Share of runs showing at least one MAST failure mode in the time "
+                  "range.", [prom(f'{_range("mast_failing_traces_total", sel)}\n/ '
+                                  f'{_range("mast_traces_total", sel)}', instant=True)],
+                  "percentunit", SHARE_STEPS, decimals=1), 5, 4)
+    grid.add(stat(f"{mode.code} rate, last {window}", f"Share of runs showing {mode.code} {mode.name} over the "
+                  f"last {window}. Red from {rule.min_rate:.0%}, the alert's floor: the alert also needs "
+                  f"{rule.factor:g}x the agent's own baseline and {rule.min_traces} runs.",
+                  [prom(f'sum(increase(mast_failure_mode_traces_total{{failure_mode="{mode.code}", {sel}}}'
+                        f'[{window}]))\n/ sum(increase(mast_traces_total{{{sel}}}[{window}]))', instant=True)],
+                  "percentunit", (("green", None), ("red", rule.min_rate)), decimals=1), 5, 4)
+    grid.add(stat("Failure modes seen", "Distinct MAST failure modes found in the time range.",
+                  [prom(f"count(sum by (failure_mode) (increase(mast_failure_mode_traces_total{{{sel}}}"
+                        "[$__range])) > 0)", instant=True)], "short", decimals=0), 4, 4)
+    grid.add(stat("Firing mastwatch alerts", "Alerts from `mastwatch rules` firing now (needs the rules loaded "
+                  "in Prometheus).", [prom(f'count(ALERTS{{alertname=~"Mast.*", alertstate="firing"{alert_sel}}})'
+                                           " or vector(0)", instant=True)],
+                  "short", (("green", None), ("red", 1)), decimals=0, color_mode="background"), 5, 4)
+    grid.add(timeseries("Failure mix by mode", "Runs showing each failure mode, per minute, stacked. A run is "
+                        "counted once per mode, when the mode is first detected (loops: while the run goes on).",
+                        [prom(_rate("mast_failure_mode_traces_total", sel, "failure_mode", 60), "{{failure_mode}}")],
+                        RUNS_PER_MIN, stack=True, bars=True, calcs=("sum", "max"), legend_right=True,
+                        overrides=[override(code, displayName=f"{code} {m.name}") for code, m in MODES.items()]),
+             14, 9)
+    grid.add(timeseries("Failure mix by category", "The same runs by MAST category: FC1 system design, FC2 "
+                        "inter-agent misalignment, FC3 task verification.",
+                        [prom(_rate("mast_failure_mode_traces_total", sel, "category", 60), "{{category}}")],
+                        RUNS_PER_MIN, stack=True, bars=True, calcs=("sum",),
+                        overrides=[override(c, displayName=f"{c} {n}") for c, n in CATEGORIES.items()]), 10, 9)
+    ratio = mode_ratio(rule, sel)
+    grid.add(timeseries(
+        f"{mode.code} {mode.name}: rate against its alert threshold",
+        f"Share of each agent's runs showing {mode.code} over {window} (solid) and the alert threshold, "
+        f"{rule.factor:g}x the agent's own rate over the {duration(rule.baseline)} before (dashed). "
+        f"MastFailureModeRateRising fires when the rate stays above both the dashed line and {rule.min_rate:.0%} "
+        f"(red line) for {duration(rule.hold)}, with at least {rule.min_traces} runs in the window.",
+        [prom(ratio, AGENT_LEGEND), prom(f"{rule.factor:g} * (\n{mode_baseline(rule, sel)}\n)",
+                                         "{{agent}} ({{service}}) threshold", ref="B")],
+        "percentunit", thresholds=(("green", None), ("red", rule.min_rate)), threshold_style="dashed",
+        overrides=[regex_override(".* threshold", custom__lineStyle={"fill": "dash", "dash": [10, 10]})]), 24, 8)
+
+
+def agents(grid: Grid, sel: str) -> None:
+    grid.row("Agents")
+    grid.add(timeseries("Share of runs failing, per agent", "Runs with at least one failure mode / all runs, per "
+                        "agent.", [prom(f'{_rate("mast_failing_traces_total", sel, "service, agent")}\n/ '
+                                        f'{_rate("mast_traces_total", sel, "service, agent")}', AGENT_LEGEND)],
+                        "percentunit", thresholds=SHARE_STEPS, threshold_style="dashed", max_value=1), 14, 9)
+    runs = _range("mast_traces_total", sel, "service, agent")
+    grid.add(bargauge("Top agents by failure rate", "Agents with the largest share of failing runs in the time "
+                      "range (at least 10 runs).",
+                      [prom(f'topk(10,\n  {_range("mast_failing_traces_total", sel, "service, agent")}\n  / {runs}\n'
+                            f'  and on (service, agent) {runs} >= 10\n)', AGENT_LEGEND, instant=True)],
+                      "percentunit", SHARE_STEPS, max_value=1), 10, 9)
+
+
+def failure_store(grid: Grid, config: Config, where: str, fleet: bool) -> None:
+    db = config.exporters.store.database
+    grid.row("Findings (ClickHouse store)")
+    grid.add(timeseries("Findings over time", "Findings per interval by failure mode, from the store "
+                        "(mast_findings).", [sql(ch.FINDINGS_OVER_TIME, db, where)], "short", stack=True, bars=True,
+                        calcs=("sum",)), 12, 8)
+    grid.add(table("Findings by mode", "Per failure mode: traces, agents, mean confidence, the basis most "
+                   "findings rest on, and the latest reason.", [sql(ch.FINDINGS_BY_MODE, db, where)],
+                   overrides=[override("confidence", unit="percentunit", decimals=0),
+                              override("latest_reason", custom__width=420)], sort_by="traces"), 12, 8)
+    if fleet:
+        grid.add(table("Agents by failure rate (store)", "Exact share of failing runs per agent, with the modes "
+                       "seen most, for agents with at least 10 runs in the range.",
+                       [sql(ch.AGENTS_BY_FAILURE_RATE, db, where)],
+                       overrides=[override("share", unit="percentunit", decimals=1,
+                                           custom__cellOptions={"type": "color-background", "mode": "gradient"},
+                                           thresholds={"mode": "absolute", "steps": [
+                                               {"color": c, "value": v} for c, v in SHARE_STEPS]})],
+                       sort_by="share"), 24, 7)
+    grid.add(table("Recent traces with findings", "The latest findings: mode, confidence, what the finding "
+                   "rests on, its reason and evidence span ids. trace_id opens the trace in the trace UI "
+                   "(dashboards.trace_url).", [sql(ch.RECENT_FINDINGS, db, where)],
+                   overrides=[override("time", unit="dateTimeAsIso", custom__width=170),
+                              override("confidence", unit="percentunit", decimals=0, custom__width=95),
+                              override("reason", custom__width=420), trace_link(config.dashboards.trace_url)]),
+             24, 10)
+
+
+def spend(grid: Grid, config: Config, sel: str, model_sel: str, by: str, legend: str) -> None:
+    """Repeated-step spend; `by` is the grouping of the per-series panels (agents, or one agent's models)."""
+    budget = config.rules.wasted_spend
+    per_hour = budget.budget_usd * 3600 / budget.window
+    msel = f"{sel}{model_sel}"
+    grid.row("Repeated-step spend")
+    grid.add(stat("Spend", "Inference spend in the time range, priced by genai-prices.",
+                  [prom(_range("mast_cost_usd_total", msel), instant=True)], "currencyUSD", decimals=2), 5, 4)
+    grid.add(stat("Burnt on repeated steps", "Spend of the model calls that produced repeated steps.",
+                  [prom(_range("mast_wasted_cost_usd_total", msel), instant=True)], "currencyUSD", decimals=2), 5, 4)
+    grid.add(stat("Share of spend on repeats", "Repeated-step spend / all spend in the time range.",
+                  [prom(f'{_range("mast_wasted_cost_usd_total", msel)}\n/ {_range("mast_cost_usd_total", msel)}',
+                        instant=True)], "percentunit", SHARE_STEPS, decimals=1), 5, 4)
+    grid.add(stat("Wasted tokens", "Tokens (input, output, cache) of the model calls that produced repeated steps.",
+                  [prom(_range("mast_wasted_tokens_total", msel), instant=True)], "short", decimals=0), 5, 4)
+    grid.add(stat("Repeated steps", "Steps that redid a completed step.",
+                  [prom(_range("mast_repeated_steps_total", sel), instant=True)], "short", decimals=0), 4, 4)
+    grid.add(timeseries(f"Wasted spend per {legend}", f"USD per hour burnt on repeated steps. Dashed: the "
+                        f"default budget, {budget.budget_usd:g} USD per {duration(budget.window)} per agent "
+                        "(rules.wasted_spend).",
+                        [prom(_rate("mast_wasted_cost_usd_total", msel, by, 3600), _legend(by))], USD_PER_HOUR,
+                        stack=True, thresholds=(("green", None), ("red", per_hour)), threshold_style="dashed",
+                        axis_label="USD / hour"), 12, 8)
+    if by != "model":
+        grid.add(timeseries("Wasted spend per model", "USD per hour burnt on repeated steps, by model.",
+                            [prom(_rate("mast_wasted_cost_usd_total", msel, "model", 3600), "{{model}}")],
+                            USD_PER_HOUR, stack=True, axis_label="USD / hour"), 12, 8)
+    grid.add(timeseries("Share of spend burnt on repeats", "Repeated-step spend / all spend.",
+                        [prom(f'{_rate("mast_wasted_cost_usd_total", msel, by)}\n/ '
+                              f'{_rate("mast_cost_usd_total", msel, by)}', _legend(by))],
+                        "percentunit", thresholds=SHARE_STEPS, threshold_style="dashed", max_value=1), 12, 8)
+    grid.add(timeseries("Wasted tokens by type", "Tokens of the model calls that produced repeated steps, per "
+                        "minute: input (uncached), output, cache reads and writes.",
+                        [prom(_rate("mast_wasted_tokens_total", msel, f"{by}, type", 60),
+                              _legend(by) + " {{type}}")], TOKENS_PER_MIN, stack=True), 12, 8)
+    grid.add(bargauge("Tools repeated most", "Tools whose calls were repeated most in the time range "
+                      "(`(model output)`: repeated model text).",
+                      [prom(f'topk(10, {_range("mast_repeated_steps_total", sel, "tool")})', "{{tool}}",
+                            instant=True)], "short"), 12, 8)
+    grid.add(timeseries(f"Repeated-step spend over {duration(budget.window)} against the budget",
+                        "What the MastRepeatedStepSpendOverBudget alert compares with each agent's budget "
+                        f"(default {budget.budget_usd:g} USD, red line"
+                        + (f"; own budgets: {', '.join(f'{a} {u:g}' for a, u in sorted(budget.budgets.items()))}"
+                           if budget.budgets else "") + ").",
+                        [prom(f"sum by (service, agent) (increase(mast_wasted_cost_usd_total{{{msel}}}"
+                              f"[{duration(budget.window)}]))", AGENT_LEGEND)], "currencyUSD",
+                        thresholds=(("green", None), ("red", budget.budget_usd)), threshold_style="line"), 12, 8)
+    keys = "service, agent, model"
+    grid.add(table("Wasted spend by agent and model", "Totals in the time range.", [
+        prom(_range("mast_wasted_cost_usd_total", msel, keys), table=True, ref="A"),
+        prom(_range("mast_cost_usd_total", msel, keys), table=True, ref="B"),
+        prom(_range("mast_wasted_tokens_total", msel, keys), table=True, ref="C")],
+        transformations=[{"id": "merge", "options": {}},
+                         {"id": "organize", "options": {"excludeByName": {"Time": True}, "renameByName": {
+                             "Value #A": "wasted USD", "Value #B": "spend USD", "Value #C": "wasted tokens"}}}],
+        overrides=[override("wasted USD", unit="currencyUSD", decimals=4),
+                   override("spend USD", unit="currencyUSD", decimals=4),
+                   override("wasted tokens", unit="short", decimals=0)], sort_by="wasted USD"), 24, 8)
+
+
+def _legend(by: str) -> str:
+    return " ".join(f"{{{{{label.strip()}}}}}" for label in by.split(","))
+
+
+def spend_store(grid: Grid, config: Config, where: str) -> None:
+    db = config.exporters.store.database
+    grid.row("Repeated-step spend (ClickHouse store)")
+    grid.add(stat("Store totals", "Runs, share of runs failing, spend, repeated-step spend and its share, from the "
+                  "store.", [sql(ch.SPEND_SUMMARY, db, where)], "short", no_value="-", text_mode="value_and_name",
+                  overrides=[override("runs", decimals=0), override("failing_share", unit="percentunit", decimals=1),
+                             override("spend_usd", unit="currencyUSD", decimals=2),
+                             override("wasted_usd", unit="currencyUSD", decimals=2),
+                             override("wasted_share", unit="percentunit", decimals=1)]), 24, 4)
+    grid.add(timeseries("Wasted spend trend", "USD burnt on repeated steps per interval and agent, from the "
+                        "store: the long view.", [sql(ch.WASTED_OVER_TIME, db, where)], "currencyUSD", stack=True,
+                        bars=True, calcs=("sum",)), 12, 8)
+    grid.add(table("Wasted spend by agent (store)", "Runs, looping runs, repeated steps, wasted tokens and USD.",
+                   [sql(ch.WASTED_BY_AGENT, db, where)],
+                   overrides=[override("spend_usd", unit="currencyUSD", decimals=4),
+                              override("wasted_usd", unit="currencyUSD", decimals=4),
+                              override("wasted_share", unit="percentunit", decimals=1)], sort_by="wasted_usd"), 12, 8)
+    grid.add(table("Costliest looping runs", "Runs with repeated steps, by wasted USD. trace_id opens the trace.",
+                   [sql(ch.COSTLIEST_LOOPS, db, where)],
+                   overrides=[override("time", unit="dateTimeAsIso", custom__width=170),
+                              override("wasted_cost_usd", unit="currencyUSD", decimals=4),
+                              override("cost_usd", unit="currencyUSD", decimals=4),
+                              trace_link(config.dashboards.trace_url)]), 24, 9)

@@ -1,0 +1,72 @@
+"""Settings of the generated Grafana dashboards (`dashboards`) and Prometheus rules (`rules`)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from mastwatch.collector.classify.modes import MODES
+from mastwatch.durations import Duration
+
+
+class DashboardsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    trace_url: str = Field("http://localhost:16686/trace/{trace_id}",
+                           description="link from a trace id to the trace UI; {trace_id} is replaced")
+    prometheus_url: str = Field("http://localhost:9090", description="the Prometheus data source's URL")
+    clickhouse_host: str = Field("localhost", description="the ClickHouse data source's server")
+    clickhouse_port: int = Field(9000, ge=1, le=65535)
+    clickhouse_protocol: str = Field("native", pattern="^(native|http)$")
+    clickhouse_username: str = "mastwatch"
+    path: str = Field("/var/lib/grafana/dashboards/mastwatch", description="where Grafana reads the JSON files")
+    folder: str = "mastwatch"
+
+    @field_validator("trace_url")
+    @classmethod
+    def _has_trace_id(cls, value: str) -> str:
+        if "{trace_id}" not in value:
+            raise ValueError("must contain {trace_id}, e.g. http://jaeger:16686/trace/{trace_id}")
+        return value
+
+
+class RisingModeRule(BaseModel):
+    """One failure mode's rate, compared with its own baseline."""
+
+    model_config = ConfigDict(extra="forbid")
+    failure_mode: str = "FM-3.3"
+    window: Duration = Field(1800.0, ge=60, description="the current rate is measured over this window")
+    baseline: Duration = Field(86400.0, ge=3600, description="the baseline: the window before the current one")
+    factor: float = Field(2.0, gt=1, description="fire when the current rate exceeds the baseline by this factor")
+    min_rate: float = Field(0.05, gt=0, le=1, description="and is at least this share of runs")
+    min_traces: int = Field(20, ge=1, description="and the agent ran at least this many times in the window")
+    hold: Duration = Field(600.0, ge=0, description="for this long (the rule's `for`)")
+
+    @field_validator("failure_mode")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value not in MODES:
+            raise ValueError(f"{value!r} is not a MAST failure mode code ({', '.join(MODES)})")
+        return value
+
+
+class WastedSpendRule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    window: Duration = Field(3600.0, ge=60, description="spend is summed over this window")
+    budget_usd: float = Field(5.0, gt=0, description="per agent, per window")
+    budgets: dict[str, float] = Field(default_factory=dict, description="agent name -> its own budget in USD")
+    hold: Duration = Field(300.0, ge=0)
+
+
+class HealthRules(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rejected_ratio: float = Field(0.01, gt=0, le=1, description="share of received spans rejected that alerts")
+    late_ratio: float = Field(0.01, gt=0, le=1, description="share of received spans arriving late that alerts")
+    job: str = Field("mastwatch", description="the Prometheus job that scrapes mastwatch")
+
+
+class RulesConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    runbook_url: str = Field("docs/runbooks.md#{anchor}",
+                             description="{anchor} is the alert's name in lower case")
+    rising: RisingModeRule = RisingModeRule()
+    wasted_spend: WastedSpendRule = WastedSpendRule()
+    health: HealthRules = HealthRules()

@@ -1,0 +1,159 @@
+"""The generated dashboards and provisioning files, checked as Grafana would load them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mastwatch.config import load
+from mastwatch.dashboards.generate import dashboards
+from mastwatch.dashboards.macros import ALL, TimeRange, Variable, expand_promql, expand_sql
+from mastwatch.dashboards.panels import CLICKHOUSE, PROMETHEUS
+
+MASTWATCH = [sys.executable, "-m", "mastwatch.cli"]
+UIDS = {"mastwatch-failure-modes", "mastwatch-repeated-spend", "mastwatch-agent", "mastwatch-health"}
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("grafana")
+    result = subprocess.run([*MASTWATCH, "dashboards", "--out", str(out), "--trace-url",
+                             "http://jaeger.internal:16686/trace/{trace_id}"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def _boards(out: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in (out / "dashboards").glob("*.json")}
+
+
+def _panels(board: dict) -> list[dict]:
+    return [p for p in board["panels"] if p["type"] != "row"]
+
+
+def test_every_dashboard_is_written_with_its_provisioning(generated: Path) -> None:
+    assert set(_boards(generated)) == UIDS
+    sources = yaml.safe_load((generated / "provisioning/datasources/mastwatch.yaml").read_text())
+    assert {(d["type"], d["uid"]) for d in sources["datasources"]} == {
+        (PROMETHEUS["type"], PROMETHEUS["uid"]), (CLICKHOUSE["type"], CLICKHOUSE["uid"])}
+    provider = yaml.safe_load((generated / "provisioning/dashboards/mastwatch.yaml").read_text())
+    assert provider["apiVersion"] == 1 and provider["providers"][0]["type"] == "file"
+    assert provider["providers"][0]["options"]["path"] == "/var/lib/grafana/dashboards/mastwatch"
+
+
+def test_panel_ids_are_unique_and_the_grid_has_no_overlaps(generated: Path) -> None:
+    for uid, board in _boards(generated).items():
+        ids = [p["id"] for p in board["panels"]]
+        assert len(ids) == len(set(ids)) and all(ids), uid
+        cells: dict[tuple[int, int], str] = {}
+        for p in board["panels"]:
+            g = p["gridPos"]
+            assert g["x"] >= 0 and g["x"] + g["w"] <= 24 and g["h"] >= 1, (uid, p["title"])
+            for x in range(g["x"], g["x"] + g["w"]):
+                for y in range(g["y"], g["y"] + g["h"]):
+                    assert (x, y) not in cells, f"{uid}: {p['title']!r} overlaps {cells[(x, y)]!r}"
+                    cells[(x, y)] = p["title"]
+
+
+def test_schema_datasources_and_panel_settings(generated: Path) -> None:
+    provisioned = {(d["type"], d["uid"]) for d in
+                   yaml.safe_load((generated / "provisioning/datasources/mastwatch.yaml").read_text())["datasources"]}
+    for uid, board in _boards(generated).items():
+        assert 36 <= board["schemaVersion"] <= 41 and board["uid"] == uid  # Grafana 10.x to 12.x
+        assert board["title"].startswith("mastwatch / ") and "mastwatch" in board["tags"]
+        for var in board["templating"]["list"]:
+            assert (var["datasource"]["type"], var["datasource"]["uid"]) in provisioned
+        for p in _panels(board):
+            where = f"{uid}: {p['title']}"
+            assert p["description"], where
+            assert (p["datasource"]["type"], p["datasource"]["uid"]) in provisioned, where
+            assert p["targets"] and all(t["datasource"] == p["datasource"] for t in p["targets"]), where
+            assert len({t["refId"] for t in p["targets"]}) == len(p["targets"]), where
+            if p["type"] in ("timeseries", "stat", "bargauge"):
+                assert p["fieldConfig"]["defaults"]["unit"], where
+                steps = p["fieldConfig"]["defaults"]["thresholds"]["steps"]
+                assert steps[0]["value"] is None and all(s["value"] is not None for s in steps[1:]), where
+            if p["type"] == "timeseries":
+                assert p["options"]["legend"]["displayMode"] == "table", where
+                assert all(t.get("legendFormat", "sql") for t in p["targets"]), where
+
+
+def test_trace_ids_link_to_the_configured_trace_ui(generated: Path) -> None:
+    linked = 0
+    for board in _boards(generated).values():
+        for p in _panels(board):
+            for o in p["fieldConfig"].get("overrides", []):
+                if o["matcher"]["options"] == "trace_id":
+                    (link,) = next(prop["value"] for prop in o["properties"] if prop["id"] == "links")
+                    assert link["url"] == "http://jaeger.internal:16686/trace/${__value.raw}"
+                    linked += 1
+    assert linked >= 4  # recent findings (fleet, agent), costliest loops (fleet, agent), recent traces
+
+
+def test_thresholds_and_budgets_come_from_the_configuration() -> None:
+    config = load(None, {"rules": {"rising": {"min_rate": 0.12}, "wasted_spend": {"budget_usd": 7,
+                                                                                  "budgets": {"sre-bot": 2}}},
+                         "processor": {"queue_spans": 5000}}, environ={})
+    boards = dashboards(config)
+    text = json.dumps(boards)
+    assert "own budgets: sre-bot 2" in text and "default 7 USD" in text
+    fm33 = next(p for p in boards["mastwatch-failure-modes"]["panels"] if p["title"].startswith("FM-3.3"))
+    assert fm33["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 0.12
+    queue = next(p for p in boards["mastwatch-health"]["panels"] if p["title"] == "Processing queue")
+    assert queue["fieldConfig"]["defaults"]["thresholds"]["steps"][-1]["value"] == 5000
+
+
+def test_bad_settings_are_clear_errors(tmp_path: Path) -> None:
+    result = subprocess.run([*MASTWATCH, "dashboards", "--out", str(tmp_path), "--trace-url", "http://x/trace"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "dashboards.trace_url: Value error, must contain {trace_id}" in result.stderr
+    result = subprocess.run([*MASTWATCH, "rules", "--out", str(tmp_path), "--set", "rules.rising.failure_mode=FM-9"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "rules.rising.failure_mode" in result.stderr
+
+
+def test_macros_expand_as_grafana_and_the_clickhouse_plugin_do() -> None:
+    window = TimeRange(1000, 4600, interval_s=60, rate_interval="2m", variables={
+        "service": Variable(["a'b", "c"]), "agent": Variable("x.y"), "model": Variable(ALL, all_value=".*"),
+        "inst": Variable(ALL, options=["i1", "i2"])})
+    sql = ("SELECT $__timeInterval(t) FROM x WHERE $__timeFilter(t) AND service IN (${service:sqlstring}) AND "
+           "$__conditionalAll(hasAny(models, [${model:sqlstring}]), $model) AND $__conditionalAll(f(g(1), 2), "
+           "$service) AND $__fromTime < $__toTime")
+    assert expand_sql(sql, window) == (
+        "SELECT toStartOfInterval(toDateTime(t), INTERVAL 60 second) FROM x WHERE t >= toDateTime(1000) AND "
+        "t <= toDateTime(4600) AND service IN ('a''b','c') AND 1=1 AND f(g(1), 2) AND toDateTime(1000) < "
+        "toDateTime(4600)")
+    expr = 'rate(m{service=~"$service", agent="$agent", model=~"$model", i=~"${inst}"}[$__rate_interval]) [$__range]'
+    assert expand_promql(expr, window) == (
+        "rate(m{service=~\"(a'b|c)\", agent=\"x.y\", model=~\".*\", i=~\"(i1|i2)\"}[2m]) [3600s]")
+    with pytest.raises(ValueError, match="unexpanded"):
+        expand_sql("SELECT $__unknown(x)", window)
+
+
+def test_report_command_renders_a_store(tmp_path: Path) -> None:
+    from tests.otlp_corpus import corpus, to_otlp_json_line
+
+    captured = tmp_path / "runs.jsonl"
+    captured.write_text("".join(to_otlp_json_line(request) + "\n" for _, _, request in corpus()))
+    store = tmp_path / "store"
+    assert subprocess.run([*MASTWATCH, "replay", str(captured), "--store", str(store)], capture_output=True,
+                          timeout=120).returncode == 0
+    page, png = tmp_path / "report.html", tmp_path / "report.png"
+    result = subprocess.run([*MASTWATCH, "report", "--store-path", str(store), "--since", "200000h", "--out",
+                             str(page), "--png", str(png)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    text = page.read_text()
+    assert "<svg" in text and "swe-agent" in text and "submit" in text  # the CTF run that loops on `submit`
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    result = subprocess.run([*MASTWATCH, "report", "--store-path", str(store), "--since", "a week", "--out",
+                             str(page)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "--since" in result.stderr
+    result = subprocess.run([*MASTWATCH, "report", "--store-path", str(tmp_path / "none"), "--out", str(page)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "no store at" in result.stderr
