@@ -47,6 +47,7 @@ class Verdict:
     tokens: dict[tuple[str, str], int] = field(default_factory=dict)  # (model, type) -> tokens
     cost: dict[str, float] = field(default_factory=dict)  # model -> USD
     unpriced_calls: dict[str, int] = field(default_factory=dict)  # model -> inference calls
+    not_assessed: list[str] = field(default_factory=list)  # modes no detector (or judge) looked for
 
     @property
     def wasted_cost_usd(self) -> float:
@@ -72,6 +73,7 @@ class Verdict:
             + self.waste.token_total("cache_write"),
             "wasted_output_tokens": self.waste.token_total("output"),
             "wasted_cost_usd": round(float(self.wasted_cost_usd), 8),
+            "not_assessed": self.not_assessed,
         }
 
     def to_json(self) -> str:

@@ -5,6 +5,8 @@ arrives (in arrival order, which for live traffic is end order) and `finish` onc
 complete. Either may return the detector's current finding; a finding returned mid-trace is published
 at once (live alerting) and may be revised later. Detectors keep incremental state: `observe` must not
 rescan the trace.
+
+Modes that no enabled detector covers are reported as not assessed (a judge may cover them later).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..assemble import Trace
 from ..steps import Finding, Step, StepKind
+from .tools import ToolClassifier
 
 
 class DetectorSettings(BaseModel):
@@ -24,14 +27,18 @@ class DetectorSettings(BaseModel):
     enabled: bool = True
 
 
+DEFAULT_TOOLS = ToolClassifier()
+
+
 class Detector:
     code: ClassVar[str]
     Settings: ClassVar[type[DetectorSettings]] = DetectorSettings
     kinds: ClassVar[frozenset[StepKind]] = frozenset(StepKind)  # the steps `observe` is given
 
-    def __init__(self, settings: Any, trace: Trace) -> None:
+    def __init__(self, settings: Any, trace: Trace, tools: ToolClassifier | None = None) -> None:
         self.settings = settings
         self.trace = trace
+        self.tools = tools or DEFAULT_TOOLS  # read-only vs state-changing, shared by the engine's detectors
 
     def observe(self, step: Step) -> Finding | None:
         return None

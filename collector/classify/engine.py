@@ -12,6 +12,8 @@ from ..assemble import Trace
 from ..steps import Finding, Step
 from .detector import Detector, DetectorSettings
 from .detectors import load_detectors
+from .modes import MODES
+from .tools import ToolClassifier, ToolsConfig
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +28,7 @@ class TraceFindings:
 
 class ClassifierEngine:
     def __init__(self, settings: dict[str, Any] | None = None,
-                 on_detector_error: Callable[[str], None] | None = None) -> None:
+                 on_detector_error: Callable[[str], None] | None = None, tools: ToolsConfig | None = None) -> None:
         """`settings` maps a failure-mode code to that detector's settings (a mapping or its model)."""
         settings = settings or {}
         self.available = load_detectors()
@@ -41,9 +43,12 @@ class ClassifierEngine:
                 self.detectors.append((cls, parsed))
         self.on_detector_error = on_detector_error or (lambda code: None)
         self.kinds = frozenset().union(*(cls.kinds for cls, _ in self.detectors))  # steps any detector wants
+        self.tools = ToolClassifier(tools)
+        assessed = {cls.code for cls, _ in self.detectors}
+        self.not_assessed = [code for code in MODES if code not in assessed]  # no enabled detector for these
 
     def _start(self, trace: Trace) -> TraceFindings:
-        return TraceFindings([cls(s, trace) for cls, s in self.detectors])
+        return TraceFindings([cls(s, trace, self.tools) for cls, s in self.detectors])
 
     def _switch_off(self, state: TraceFindings, failed: list[Detector]) -> None:
         for detector in failed:

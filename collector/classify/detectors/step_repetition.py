@@ -46,8 +46,8 @@ class StepRepetition(Detector):
     Settings = StepRepetitionSettings
     kinds = frozenset({StepKind.TOOL, StepKind.LLM})
 
-    def __init__(self, settings: StepRepetitionSettings, trace) -> None:
-        super().__init__(settings, trace)
+    def __init__(self, settings: StepRepetitionSettings, trace, tools=None) -> None:
+        super().__init__(settings, trace, tools)
         self.repeated: list[Step] = []  # append-only; the processor accounts for it incrementally
         self._repeated_ids: set[bytes] = set()
         self._evidence: dict[bytes, None] = {}

@@ -1,0 +1,1 @@
+"""Generated labelled runs (placeholder, filled below)."""
