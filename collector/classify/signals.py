@@ -10,13 +10,14 @@ from ..steps import Step
 
 STRUCTURE = "structure"
 CONTENT = "content"
+TOOL_CALL_FINISH = frozenset({"tool_call", "tool_calls", "function_call", "tool_use",
+                              "tool-calls"})  # tool-calls: Vercel AI SDK
 
 # A tool result reporting a failure, read at its start (a leading quote or bracket of JSON is skipped).
 _RESULT_ERROR = re.compile(
-    r"""^[\s"'\[{(]*(error\b|err:|exception\b|traceback\b|fail(ed|ure)?\b|fatal\b|invalid\b|wrong\b|not found\b|
-    no (data|results?|such|matching)\b|denied\b|forbidden\b|unauthori[sz]ed\b|cannot\b|can't\b|could not\b|
-    unable to\b|timed? ?out\b|"?error"?\s*:\s*(?!null|none|false|""|\{\}|\[\]))""",
-    re.IGNORECASE | re.VERBOSE)
+    r"""^[\s"'\[{(]*(error\b|err:|exception\b|traceback\b|fail(ed|ure)?\b|fatal\b|invalid\b|wrong\b|not found\b|"""
+    r"""no (data|results?|such|matching)\b|denied\b|forbidden\b|unauthori[sz]ed\b|cannot\b|can't\b|could not\b|"""
+    r"""unable to\b|timed? ?out\b|"?error"?\s*:\s*(?!null|none|false|""|\{\}|\[\]))""", re.IGNORECASE)
 _RESULT_ERROR_ANYWHERE = re.compile(r"Traceback \(most recent call last\)|\n\s*ERRORS?:|^\s*\S+Error: ", re.MULTILINE)
 # Errors that go away on their own: retrying them is not ignoring them.
 _TRANSIENT = re.compile(r"time(d)? ?out|timeout|temporar|unavailable|rate.?limit|too many requests|\b429\b|\b50[234]\b|"
@@ -34,6 +35,20 @@ _LIMIT_TEXT = re.compile(
     r"stopped due to (iteration|time) limit|reached (the )?max(imum)? (number of )?(iterations|steps|turns|rounds)|"
     r"max(imum)? (number of )?(iterations|steps|turns|rounds|messages) (reached|exceeded)|recursion limit of \d+|"
     r"max_?turns|max_?iterations? (reached|exceeded)", re.IGNORECASE)
+
+
+# A state-changing call's result that only acknowledges the request: the new state is not shown yet.
+_ACKNOWLEDGED = re.compile(
+    r"""^[\s"'\[{(]*(accepted|queued|scheduled|submitted|initiated|in progress|pending|started|restarting|"""
+    r"""rolling out|triggered|request (received|sent|accepted)|ok\W*$|"?status"?\s*:\s*"?(accepted|pending|"""
+    r"""queued|in_progress|started))""", re.IGNORECASE)
+# A model saying it will change what it does next ("I will correct the syntax and try again").
+_STATED_CHANGE = re.compile(r"\b(i will|i'll|let me|let's|we will|we'll|i need to|i should)\b[^.]{0,60}\b(correct|fix|"
+                            r"modify|change|adjust|amend|update|quote|escape|try (again )?with|instead|different)",
+                            re.IGNORECASE)
+# A model naming the tool it is about to use ("I will call search_flights", "let me check `get_order`").
+_STATED_TOOL = re.compile(r"\b(?:i will|i'll|let me|let's|now|next,? i)\b[^.]{0,30}?\b(?:call|use|run|invoke|query|"
+                          r"check|try)(?: the)? `?([A-Za-z_][\w.]*[_.][\w.]+|[a-z]+[A-Z]\w*)`?", re.IGNORECASE)
 
 
 def _text(step: Step) -> str | None:
@@ -67,3 +82,22 @@ def claims_success(step: Step) -> bool:
 def limit_text(step: Step) -> bool:
     """Model or agent output carrying a framework's "stopped at the limit" message."""
     return any(text and _LIMIT_TEXT.search(text) for text in (step.output_preview, _text(step)))
+
+
+def acknowledged_only(step: Step) -> bool:
+    """A tool result that acknowledges a request without showing its outcome (content capture on)."""
+    text = _text(step)
+    return text is not None and _ACKNOWLEDGED.match(text) is not None
+
+
+def states_change(step: Step) -> bool:
+    """Model output saying it will do something different next (content capture on)."""
+    return bool(step.output_preview) and _STATED_CHANGE.search(step.output_preview) is not None
+
+
+def stated_tool(step: Step) -> str | None:
+    """The tool a model output says it will use, if it names one (content capture on)."""
+    if not step.output_preview:
+        return None
+    match = _STATED_TOOL.search(step.output_preview)
+    return match.group(1) if match else None

@@ -35,6 +35,10 @@ WRITE_VERBS = frozenset({
     "save", "store", "register", "schedule", "reserve", "order", "purchase", "buy", "sell", "mark", "toggle",
     "upgrade", "downgrade", "migrate", "terminate", "suspend", "resume", "rm", "mv", "cp", "mkdir", "touch",
 })
+# Tools whose call is a run's last act by design: a run ending right after them has not stopped early.
+FINAL_TOOLS = ["submit*", "final_answer*", "final_result*", "finish*", "exit*", "done", "task_complete*",
+               "complete_task", "end_conversation*", "transfer_to_human*", "handoff*", "escalate*",
+               "respond_to_user*", "answer"]
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 
@@ -47,6 +51,8 @@ class ToolsConfig(BaseModel):
     overrides: dict[str, Literal["read_only", "state_changing", "unknown"]] = Field(
         default_factory=dict, description="per tool name: its effect, over patterns and names")
     infer_from_names: bool = Field(True, description="classify other tools by the verb their name starts with")
+    final: list[str] = Field(default_factory=lambda: list(FINAL_TOOLS),
+                             description="glob patterns (lower case) of tools that end a run by design")
 
 
 def _from_name(tool: str) -> ToolEffect:
@@ -69,6 +75,7 @@ class ToolClassifier:
     def __init__(self, config: ToolsConfig | None = None) -> None:
         self.config = config or ToolsConfig()
         self._known: dict[str, ToolEffect] = {}
+        self._final: dict[str, bool] = {}
 
     def effect(self, tool: str | None) -> ToolEffect:
         if tool is None:
@@ -79,6 +86,19 @@ class ToolClassifier:
             if len(self._known) >= self.CACHE_LIMIT:
                 self._known.clear()
             self._known[tool] = known
+        return known
+
+    def is_final(self, tool: str | None) -> bool:
+        """Whether calling the tool ends the run by design (submit, final_answer, transfer_to_human...)."""
+        if tool is None:
+            return False
+        known = self._final.get(tool)
+        if known is None:
+            name = tool.lower()
+            known = any(fnmatch.fnmatchcase(name, p) for p in self.config.final)
+            if len(self._final) >= self.CACHE_LIMIT:
+                self._final.clear()
+            self._final[tool] = known
         return known
 
     def _classify(self, tool: str) -> ToolEffect:

@@ -17,6 +17,7 @@ from pydantic import Field
 
 from ...steps import Finding, Step, StepKind
 from ..detector import Detector, DetectorSettings
+from ..signals import TOOL_CALL_FINISH
 
 EVIDENCE_LIMIT = 50
 _COMPARED = object()  # a tool's first call has been compared
@@ -26,8 +27,6 @@ def _equivalent(a: Step, b: Step) -> bool:
     """Same tool, equivalent arguments (fingerprints are computed only for calls of one tool)."""
     return a.tool == b.tool and a.args is not None and b.args is not None and \
         a.args.fingerprint == b.args.fingerprint
-TOOL_CALL_FINISH = frozenset({"tool_call", "tool_calls", "function_call", "tool_use",
-                              "tool-calls"})  # tool-calls: Vercel AI SDK
 
 
 class StepRepetitionSettings(DetectorSettings):
