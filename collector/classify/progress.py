@@ -16,7 +16,7 @@ from .tools import ToolClassifier, ToolEffect
 
 class Progress:
     __slots__ = ("checks_after_write", "error", "error_basis", "failed_check", "failed_check_basis", "last_llm",
-                 "last_tool", "llm_calls", "tool_calls", "tools", "unseen_tool", "write")
+                 "last_tool", "limit", "llm_calls", "tool_calls", "tools", "unseen_tool", "write")
 
     def __init__(self, tools: ToolClassifier) -> None:
         self.tools = tools
@@ -31,8 +31,11 @@ class Progress:
         self.failed_check: Step | None = None  # a check after the last write that failed, not since passed
         self.failed_check_basis: str | None = None
         self.unseen_tool = False  # a tool result arrived after the last model call, which asked for it
+        self.limit: Step | None = None  # a step stopped by the framework's limit (FM-1.5 explains the ending)
 
     def observe(self, step: Step) -> None:
+        if step.limit is not None:
+            self.limit = step
         if step.kind is StepKind.LLM:
             self.llm_calls += 1
             self.last_llm = step
@@ -83,17 +86,15 @@ class Ending(NamedTuple):
 def ending(p: Progress) -> Ending | None:
     """FM-3.1 (ended before the work was done) or FM-3.3 (declared done against its own evidence), never both.
 
-    - the model never saw the last tool result it asked for: the loop was stopped (FM-3.1);
     - the last tool call failed and the run ended: FM-3.3 if the final answer claims success (content) or the
       failed call was the check of a change (structure), else FM-3.1;
     - a check of the last change failed and was never passed, and the final answer claims success: FM-3.3.
     """
     last, llm = p.last_tool, p.last_llm
-    if last is None or llm is None:
+    if last is None or llm is None or p.limit is not None:
         return None
-    if p.unseen_tool and not p.tools.is_final(last.tool):
-        return Ending("FM-3.1", 0.7, STRUCTURE, [llm, last],
-                      f"run ended right after {last.tool} returned: the model that asked for it never saw the result")
+    if p.unseen_tool:
+        return None  # the loop was stopped from outside, as a step limit does: FM-1.5
     claim = p.answered and claims_success(llm)
     if p.error is last and p.answered:
         if claim:
@@ -113,7 +114,7 @@ def ending(p: Progress) -> Ending | None:
 class EndingDetector(Detector):
     """A detector judging how the run ended (FM-3.1 and FM-3.3 subclass it with their code)."""
 
-    kinds = frozenset({StepKind.TOOL, StepKind.LLM})
+    kinds = frozenset({StepKind.TOOL, StepKind.LLM, StepKind.AGENT})  # agent spans: limits hit
 
     def __init__(self, settings: Any, trace: Trace, tools: ToolClassifier | None = None) -> None:
         super().__init__(settings, trace, tools)

@@ -13,12 +13,13 @@ CONTENT = "content"
 TOOL_CALL_FINISH = frozenset({"tool_call", "tool_calls", "function_call", "tool_use",
                               "tool-calls"})  # tool-calls: Vercel AI SDK
 
-# A tool result reporting a failure, read at its start (a leading quote or bracket of JSON is skipped).
+# A tool result reporting a failure, read at its start (a leading quote or bracket of JSON is skipped), or a
+# traceback or error list anywhere in its preview (whitespace there is collapsed).
 _RESULT_ERROR = re.compile(
     r"""^[\s"'\[{(]*(error\b|err:|exception\b|traceback\b|fail(ed|ure)?\b|fatal\b|invalid\b|wrong\b|not found\b|"""
     r"""no (data|results?|such|matching)\b|denied\b|forbidden\b|unauthori[sz]ed\b|cannot\b|can't\b|could not\b|"""
     r"""unable to\b|timed? ?out\b|"?error"?\s*:\s*(?!null|none|false|""|\{\}|\[\]))""", re.IGNORECASE)
-_RESULT_ERROR_ANYWHERE = re.compile(r"Traceback \(most recent call last\)|\n\s*ERRORS?:|^\s*\S+Error: ", re.MULTILINE)
+_RESULT_ERROR_ANYWHERE = re.compile(r"Traceback \(most recent call last\)|\bERRORS?:|\b[A-Z]\w*Error: ")
 # Errors that go away on their own: retrying them is not ignoring them.
 _TRANSIENT = re.compile(r"time(d)? ?out|timeout|temporar|unavailable|rate.?limit|too many requests|\b429\b|\b50[234]\b|"
                         r"connection (reset|refused|error)|try again later|overloaded|throttl", re.IGNORECASE)
@@ -47,8 +48,8 @@ _STATED_CHANGE = re.compile(r"\b(i will|i'll|let me|let's|we will|we'll|i need t
                             r"modify|change|adjust|amend|update|quote|escape|try (again )?with|instead|different)",
                             re.IGNORECASE)
 # A model naming the tool it is about to use ("I will call search_flights", "let me check `get_order`").
-_STATED_TOOL = re.compile(r"\b(?:i will|i'll|let me|let's|now|next,? i)\b[^.]{0,30}?\b(?:call|use|run|invoke|query|"
-                          r"check|try)(?: the)? `?([A-Za-z_][\w.]*[_.][\w.]+|[a-z]+[A-Z]\w*)`?", re.IGNORECASE)
+_STATED_TOOL = re.compile(r"(?i:\b(?:i will|i'll|let me|let's|now|next,? i)\b[^.]{0,30}?\b(?:call|use|run|invoke|"
+                          r"query|check|try)(?: the)?) `?([A-Za-z]\w*_\w+|[a-z]+[A-Z]\w*)`?")
 
 
 def _text(step: Step) -> str | None:

@@ -1,8 +1,9 @@
 """FM-3.1 Premature termination: the run ended before its work was done.
 
-Signals (see `progress.ending`): the run stopped right after a tool result the model asked for and never saw
-(a loop cut off); the run ended right after a failed tool call, without trying anything else. A failed check
-with a success claim is FM-3.3 instead."""
+Signal (see `progress.ending`): the run ended right after a failed tool call, without trying anything else
+(structure when the failure is in the span's status or error type, content when only its result text shows it).
+A failed call followed by a success claim, or a failed check of a change, is FM-3.3 instead; a run stopped
+before the model saw the last tool result is FM-1.5 (stopped from outside, as by a step limit)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,8 @@ Signals, all incremental (constant work per step):
 - the same tool with equivalent arguments (canonical JSON) `min_occurrences` times or more;
 - short cycles of tool calls (A→B→A→B, period 2..`cycle_max_period`) repeated `cycle_min_repeats` times;
 - identical model text outputs (content capture on), `output_min_occurrences` times or more;
-- with arguments not captured: the same tool called `unknown_args_min_run` times in a row (low confidence).
+- with arguments not captured: the same tool called `unknown_args_min_run` times in a row (low confidence;
+  off by default: paging, polling and batch lookups look the same).
 Not repetition: tools matching `polling_tools`; up to `retry_limit` calls right after the same call
 failed (retries); a call whose captured result differs from the previous one (the world changed).
 """
@@ -37,7 +38,8 @@ class StepRepetitionSettings(DetectorSettings):
     cycle_min_repeats: int = Field(2, ge=2)
     output_min_occurrences: int = Field(2, ge=2)
     output_min_chars: int = Field(32, ge=1)
-    unknown_args_min_run: int = Field(5, ge=0, description="same tool in a row, arguments not captured (0: off)")
+    unknown_args_min_run: int = Field(0, ge=0, description="same tool in a row, arguments not captured (0: off); "
+                                      "paging and batch lookups look the same, so it is off by default")
 
 
 class StepRepetition(Detector):
