@@ -131,7 +131,8 @@ def load_labels(path: Path) -> dict[str, frozenset[str]]:
     try:
         data = json.loads(path.read_text())
     except OSError as e:
-        raise EvalError(f"cannot read labels {path}: {e.strerror}") from None
+        raise EvalError(f"cannot read labels {path}: {e.strerror} (run from a mastwatch checkout, or point "
+                        "--labels at its tests/data/labels)") from None
     except ValueError as e:
         raise EvalError(f"labels {path} are not valid JSON: {e}") from None
     out = {}
