@@ -5,6 +5,7 @@ after it, the errors not yet resolved, and whether the model saw the last tool r
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, NamedTuple
 
 from ..assemble import Trace
@@ -16,7 +17,7 @@ from .tools import ToolClassifier, ToolEffect
 
 class Progress:
     __slots__ = ("checks_after_write", "error", "error_basis", "failed_check", "failed_check_basis", "last_llm",
-                 "last_tool", "limit", "llm_calls", "tool_calls", "tools", "unseen_tool", "write")
+                 "last_tool", "limit", "llm_calls", "seen", "tool_calls", "tools", "unseen_tool", "users", "write")
 
     def __init__(self, tools: ToolClassifier) -> None:
         self.tools = tools
@@ -32,8 +33,13 @@ class Progress:
         self.failed_check_basis: str | None = None
         self.unseen_tool = False  # a tool result arrived after the last model call, which asked for it
         self.limit: Step | None = None  # a step stopped by the framework's limit (FM-1.5 explains the ending)
+        self.seen: Step | None = None
+        self.users: set[str] = set()  # the detectors sharing it
 
     def observe(self, step: Step) -> None:
+        if step is self.seen:  # a detector sharing this state already fed it
+            return
+        self.seen = step
         if step.limit is not None:
             self.limit = step
         if step.kind is StepKind.LLM:
@@ -111,6 +117,9 @@ def ending(p: Progress) -> Ending | None:
     return None
 
 
+_SHARED: weakref.WeakKeyDictionary[Trace, Progress] = weakref.WeakKeyDictionary()  # one per trace, for both
+
+
 class EndingDetector(Detector):
     """A detector judging how the run ended (FM-3.1 and FM-3.3 subclass it with their code)."""
 
@@ -118,7 +127,11 @@ class EndingDetector(Detector):
 
     def __init__(self, settings: Any, trace: Trace, tools: ToolClassifier | None = None) -> None:
         super().__init__(settings, trace, tools)
-        self.progress = Progress(self.tools)
+        progress = _SHARED.get(trace)
+        if progress is None or self.code in progress.users:  # none yet, or the engine classifies the trace again
+            progress = _SHARED[trace] = Progress(self.tools)
+        progress.users.add(self.code)
+        self.progress = progress
 
     def observe(self, step: Step) -> Finding | None:
         self.progress.observe(step)

@@ -53,17 +53,26 @@ _STATED_TOOL = re.compile(r"(?i:\b(?:i will|i'll|let me|let's|now|next,? i)\b[^.
 
 
 def _text(step: Step) -> str | None:
-    return None if step.result is None else step.result.preview
+    return None if step.result is None else step.result.text
+
+
+_recent: list = [None, None, None, None]  # the last two steps asked about and their answers (detectors ask in turn)
 
 
 def tool_error(step: Step) -> str | None:
     """The basis on which a tool step failed (status or error type; else its result text), or None."""
     if step.error:
         return STRUCTURE
+    recent = _recent
+    if recent[0] is step:
+        return recent[1]
+    if recent[2] is step:
+        return recent[3]
     text = _text(step)
-    if text is not None and (_RESULT_ERROR.match(text) or _RESULT_ERROR_ANYWHERE.search(text)):
-        return CONTENT
-    return None
+    basis = CONTENT if text is not None and (_RESULT_ERROR.match(text) or _RESULT_ERROR_ANYWHERE.search(text)) \
+        else None
+    recent[2], recent[3], recent[0], recent[1] = recent[0], recent[1], step, basis
+    return basis
 
 
 def transient(step: Step) -> bool:
@@ -81,8 +90,8 @@ def claims_success(step: Step) -> bool:
 
 
 def limit_text(step: Step) -> bool:
-    """Model or agent output carrying a framework's "stopped at the limit" message."""
-    return any(text and _LIMIT_TEXT.search(text) for text in (step.output_preview, _text(step)))
+    """Model output carrying a framework's "stopped at the limit" message (content capture on)."""
+    return bool(step.output_preview) and _LIMIT_TEXT.search(step.output_preview) is not None
 
 
 def acknowledged_only(step: Step) -> bool:

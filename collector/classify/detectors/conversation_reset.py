@@ -19,7 +19,7 @@ class ConversationReset(HistoryLoss):
         super().__init__(settings, trace, tools)
         self.conversation: dict[str | None, str] = {}  # agent -> its current conversation id
         self.before: dict[str | None, dict[tuple, Step]] = {}  # agent -> calls made in earlier conversations
-        self.current: dict[str | None, dict[tuple, Step]] = {}
+        self.current: dict[str | None, list[Step]] = {}  # compared (fingerprinted) only once the agent switched
         self.agent: str | None = None  # of the last model call: the one that asked for the next tool calls
 
     def observe(self, step: Step) -> Finding | None:
@@ -28,15 +28,15 @@ class ConversationReset(HistoryLoss):
             return super().observe(step)
         if self.found is not None or step.tool is None or step.args is None:
             return None
-        call = (step.tool, step.args_fingerprint)
         agent = self.agent
-        earlier = self.before.get(agent, {}).get(call)
+        before = self.before.get(agent)
+        earlier = None if before is None else before.get((step.tool, step.args_fingerprint))
         if earlier is not None:
             self.found = Finding(self.code, 0.6, [earlier.span_id, step.span_id],
                                  f"{agent or 'the agent'} started a new conversation and redid {step.tool} "
                                  "with the same arguments", "structure")
             return self.found
-        self.current.setdefault(agent, {}).setdefault(call, step)
+        self.current.setdefault(agent, []).append(step)
         return None
 
     def _switch(self, step: Step) -> None:
@@ -47,4 +47,6 @@ class ConversationReset(HistoryLoss):
         known = self.conversation.setdefault(step.agent, conversation)
         if known != conversation:
             self.conversation[step.agent] = conversation
-            self.before.setdefault(step.agent, {}).update(self.current.pop(step.agent, {}))
+            before = self.before.setdefault(step.agent, {})
+            for call in self.current.pop(step.agent, ()):
+                before.setdefault((call.tool, call.args_fingerprint), call)

@@ -2,7 +2,7 @@
 
 Signals: a step that failed with a framework's limit error (LangGraph GraphRecursionError, OpenAI Agents SDK
 MaxTurnsExceeded, smolagents AgentMaxStepsError, pydantic-ai UsageLimitExceeded, ...: `Step.limit`, structure);
-a framework's "stopped at the limit" text in a model output or tool result (CrewAI and LangChain "Agent stopped
+a framework's "stopped at the limit" text in a final model output (CrewAI and LangChain "Agent stopped
 due to iteration limit", LlamaIndex "Reached max iterations", ...: content). Fires as soon as it is seen.
 When the trace is complete: the model asked for a tool and never saw its result, the run having stopped right
 after the tool returned (`cut_off`): the loop was stopped from outside, as a step or turn limit does; tools
@@ -34,8 +34,10 @@ class Termination(Detector):
 
     def observe(self, step: Step) -> Finding | None:
         kind = step.kind
+        final_output = False
         if kind is StepKind.LLM:
-            self.asked = None if TOOL_CALL_FINISH.isdisjoint(step.finish_reasons) else step
+            final_output = TOOL_CALL_FINISH.isdisjoint(step.finish_reasons)
+            self.asked = None if final_output else step
             self.unseen = None
         elif kind is StepKind.TOOL and self.asked is not None:
             self.unseen = step
@@ -45,11 +47,9 @@ class Termination(Detector):
             self.found = Finding(self.code, 0.95, [step.span_id], f"{step.name} stopped by the framework's limit "
                                  f"({step.limit})", STRUCTURE)
             return self.found
-        if self.found is None and self.settings.limit_texts and (step.output_preview or step.result is not None) \
-                and limit_text(step):
-            text = step.output_preview or (step.result.preview if step.result is not None else "")
-            self.found = Finding(self.code, 0.85, [step.span_id], f"{step.name} reports a limit hit: {text!r}",
-                                 CONTENT)
+        if final_output and self.found is None and self.settings.limit_texts and limit_text(step):
+            self.found = Finding(self.code, 0.85, [step.span_id], f"{step.name} reports a limit hit: "
+                                 f"{step.output_preview!r}", CONTENT)
             return self.found
         return None
 
