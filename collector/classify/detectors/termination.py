@@ -25,6 +25,7 @@ class TerminationSettings(DetectorSettings):
 class Termination(Detector):
     code = "FM-1.5"
     Settings = TerminationSettings
+    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.AGENT})  # limits are raised by any of these
 
     def __init__(self, settings: TerminationSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
