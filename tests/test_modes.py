@@ -192,3 +192,10 @@ def test_a_failing_new_detector_is_isolated_logged_and_counted(code: str, caplog
     assert errors == [code]
     assert f"detector {code} failed" in caplog.text
     assert "FM-1.3" in engine.finish(trace)  # the others went on
+
+
+def test_detectors_leave_configured_agents_alone() -> None:
+    run = Run("sre", agent="batch-bot").call("restart_deployment", {"svc": "a"}, "restarted").answer("Done.")
+    assert set(classify(run).findings) == {"FM-3.2"}
+    config = ProcessorConfig(detectors={"FM-3.2": {"skip_agents": ["batch-*"]}})
+    assert not classify(run, config=config).findings

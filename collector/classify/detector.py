@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..assemble import Trace
 from ..steps import Finding, Step, StepKind
@@ -25,6 +25,8 @@ class DetectorSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     enabled: bool = True
+    skip_agents: list[str] = Field(default_factory=list,
+                                   description="glob patterns of agents whose runs this detector leaves alone")
 
 
 DEFAULT_TOOLS = ToolClassifier()
