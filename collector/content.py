@@ -93,6 +93,13 @@ class Content:
         return self._fingerprint  # type: ignore[return-value]
 
     @property
+    def text(self) -> str:
+        """The start of the value as text, for reading: a raw string as it came (not canonicalised), else the
+        preview."""
+        raw = self._raw
+        return raw[:PREVIEW_CHARS] if type(raw) is str else self.preview
+
+    @property
     def preview(self) -> str:
         if self._preview is None:
             self._reduce()

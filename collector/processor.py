@@ -22,6 +22,7 @@ from mastwatch.durations import Duration
 from .assemble import SHUTDOWN, Trace, TraceAssembler
 from .classify.engine import ClassifierEngine
 from .classify.modes import MODES, FailureMode
+from .classify.tools import ToolsConfig
 from .normalize import normalize_span
 from .receiver.decode import SpanRecord
 from .spend import Pricer, Waste
@@ -42,6 +43,7 @@ class ProcessorConfig(BaseModel):
     tick: Duration = Field(0.25, gt=0, description="how often completion is checked")
     detectors: dict[str, dict[str, Any]] = Field(default_factory=dict,
                                                  description="per failure-mode code: detector settings")
+    tools: ToolsConfig = Field(default_factory=ToolsConfig, description="read-only vs state-changing tools")
 
 
 @dataclass
@@ -117,8 +119,8 @@ class Processor:
         self.judge = judge
         self.exporters = list(exporters)
         self.telemetry = telemetry = telemetry or NullTelemetry()
-        self.engine = ClassifierEngine(config.detectors, on_detector_error=telemetry.detector_failed)
-        self.not_assessed = sorted(set(MODES) - {cls.code for cls, _ in self.engine.detectors})
+        self.engine = ClassifierEngine(config.detectors, on_detector_error=telemetry.detector_failed,
+                                       tools=config.tools)
         self.pricer = Pricer()
         self.assembler = TraceAssembler(
             decision_wait=config.decision_wait, max_age=config.max_trace_age,
@@ -318,4 +320,4 @@ class Processor:
             steps=len(trace.steps), llm_calls=len(trace.llm_steps), tool_calls=trace.tool_calls,
             input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=sum(cost.values()),
             findings=findings, waste=waste, completion=reason, tokens=tokens, cost=cost, unpriced_calls=unpriced,
-            not_assessed=self.not_assessed)
+            not_assessed=self.engine.not_assessed)

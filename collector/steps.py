@@ -39,6 +39,7 @@ class Step:
     output_preview: str | None = None
     error: bool = False
     error_type: str | None = None
+    limit: str | None = None  # a framework's iteration / recursion / turn limit this step hit (its error type)
     finish_reasons: tuple[str, ...] = ()
     input_tokens: int = 0  # all input tokens, cache reads and writes included
     output_tokens: int = 0

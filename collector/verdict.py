@@ -47,7 +47,7 @@ class Verdict:
     tokens: dict[tuple[str, str], int] = field(default_factory=dict)  # (model, type) -> tokens
     cost: dict[str, float] = field(default_factory=dict)  # model -> USD
     unpriced_calls: dict[str, int] = field(default_factory=dict)  # model -> inference calls
-    not_assessed: list[str] = field(default_factory=list)  # modes no enabled detector looks for
+    not_assessed: list[str] = field(default_factory=list)  # modes no detector (or judge) looked for
 
     @property
     def wasted_cost_usd(self) -> float:

@@ -1,4 +1,4 @@
-"""mastwatch serve | replay | demo | dashboards | rules | report."""
+"""mastwatch serve | replay | eval | demo | dashboards | rules | report."""
 
 from __future__ import annotations
 
@@ -122,6 +122,38 @@ def cmd_replay(args: argparse.Namespace, config: Config) -> int:
     return main_replay(args.files, store, config.processor)
 
 
+def cmd_eval(args: argparse.Namespace, config: Config) -> int:
+    import json
+    from pathlib import Path
+
+    from mastwatch.evaluate import EvalError, annotator_agreement, evaluate, format_report, real_runs, scenario_runs
+
+    labels = Path(args.labels)
+    content = args.content == "on"
+    out: dict[str, Any] = {"content": args.content}
+    tables = []
+    try:
+        if args.corpus in ("real", "all"):
+            runs = real_runs(labels, content)
+            for part in (("dev", "test") if args.split == "all" else (args.split,)):
+                report = evaluate([r for r in runs if r.split == part], config.processor)
+                out[f"real_{part}"] = report.to_dict()
+                tables.append(format_report(f"real runs, {part} split, content {args.content}", report))
+            agreement = annotator_agreement(labels)
+            out["annotator_kappa"] = agreement["kappa"]
+            tables.append(f"annotators' Cohen's kappa over {agreement['decisions']} (run, mode) decisions: "
+                          f"{agreement['kappa']:.3f}")
+        if args.corpus in ("scenarios", "all"):
+            report = evaluate(scenario_runs(content), config.processor)
+            out["scenarios"] = report.to_dict()
+            tables.append(format_report(f"scenarios, content {args.content}", report))
+    except EvalError as e:
+        print(f"mastwatch eval: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(out, indent=1) if args.json else "\n\n".join(tables))
+    return 0
+
+
 def cmd_dashboards(args: argparse.Namespace, config: Config) -> int:
     from mastwatch.dashboards.generate import write
 
@@ -159,6 +191,17 @@ def build_parser() -> argparse.ArgumentParser:
     _common(replay)
     replay.add_argument("files", nargs="+", help="OTLP/JSON lines or OTLP protobuf files")
     replay.add_argument("--store", metavar="DIR", help="also write the verdicts to a chDB store in DIR")
+    evaluation = sub.add_parser("eval", help="score the classifier against labelled runs: per mode precision, "
+                                "recall, F1, kappa, confusion")
+    _common(evaluation)
+    evaluation.add_argument("--corpus", choices=["real", "scenarios", "all"], default="all")
+    evaluation.add_argument("--split", choices=["dev", "test", "all"], default="all",
+                            help="part of the real corpus (default: both, reported apart)")
+    evaluation.add_argument("--content", choices=["on", "off"], default="on",
+                            help="off: strip message content, tool arguments and results first")
+    evaluation.add_argument("--labels", default="tests/data/labels",
+                            help="labelled corpus of a checkout (default: tests/data/labels)")
+    evaluation.add_argument("--json", action="store_true", help="one JSON document (for CI)")
     demo = sub.add_parser("demo", help="serve, with a fleet of simulated agents sending OTLP")
     _common(demo)
     _server_flags(demo)
@@ -191,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"mastwatch: {e}", file=sys.stderr)
         return 2
-    commands = {"serve": cmd_serve, "replay": cmd_replay, "demo": cmd_demo, "dashboards": cmd_dashboards,
-                "rules": cmd_rules, "report": cmd_report}
+    commands = {"serve": cmd_serve, "replay": cmd_replay, "eval": cmd_eval, "demo": cmd_demo,
+                "dashboards": cmd_dashboards, "rules": cmd_rules, "report": cmd_report}
     try:
         return commands[args.command](args, config)
     except OSError as e:  # a port in use, a store directory that cannot be written

@@ -47,5 +47,5 @@ def test_a_failing_detector_is_switched_off_counted_and_the_others_go_on() -> No
 def test_steps_no_detector_wants_cost_no_state() -> None:
     engine = ClassifierEngine()
     trace = Trace(b"\x01" * 16, 0.0, 0.0)
-    assert not engine.observe(trace, _step(1, StepKind.AGENT))
+    assert not engine.observe(trace, _step(1, StepKind.OTHER))
     assert trace.classifier is None

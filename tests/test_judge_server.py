@@ -21,7 +21,8 @@ def judge_answers(request: dict) -> Reply:
 def test_judge_findings_reach_metrics_and_store(start_server, chat_server) -> None:
     chat_server.default = judge_answers
     server = start_server(judge__enabled=True, judge__base_url=chat_server.base_url, judge__model="judge-test",
-                          judge__sample_rate=1.0, judge__backoff="10ms")
+                          judge__sample_rate=1.0, judge__backoff="10ms",
+                          processor__detectors={"FM-1.3": {"unknown_args_min_run": 5}})
     tp = provider("grpc", server.grpc_endpoint)
     tracer = tp.get_tracer("test")
     with agent_run(tracer, "support") as derailed:

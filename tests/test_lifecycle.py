@@ -108,12 +108,13 @@ def test_sigterm_classifies_buffered_traces_and_flushes_the_store(tmp_path: Path
         tracer = tp.get_tracer("test")
         with agent_run(tracer):
             for _ in range(3):
-                step(tracer, "restart_deployment", {"name": "api"})
+                step(tracer, "get_deployment", {"name": "api"})
+            chat(tracer, text="The api deployment is healthy.")
         with agent_run(tracer, "other-bot"):
             tool(tracer, "ping", {})
         tp.shutdown()
         deadline = time.monotonic() + 10
-        while "mastwatch_spans_buffered 9.0" not in _wait_http(f"http://127.0.0.1:{metrics_port}/metrics"):
+        while "mastwatch_spans_buffered 10.0" not in _wait_http(f"http://127.0.0.1:{metrics_port}/metrics"):
             assert time.monotonic() < deadline
             time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
@@ -130,7 +131,7 @@ def test_sigterm_classifies_buffered_traces_and_flushes_the_store(tmp_path: Path
 VERDICT_KEYS = {"trace_id": str, "service": str, "agent": str, "models": list, "started_at": str, "ended_at": str,
                 "steps": int, "llm_calls": int, "tool_calls": int, "input_tokens": int, "output_tokens": int,
                 "cost_usd": float, "failure_modes": dict, "repeated_steps": int, "wasted_input_tokens": int,
-                "wasted_output_tokens": int, "wasted_cost_usd": float}
+                "wasted_output_tokens": int, "wasted_cost_usd": float, "not_assessed": list}
 
 
 def test_replay_of_the_recorded_runs_prints_one_verdict_per_trace(tmp_path: Path) -> None:

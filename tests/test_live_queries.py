@@ -183,7 +183,7 @@ def test_every_rule_loads_and_evaluates(live: Live) -> None:
         answer = live.api("/api/v1/query", query=rule["query"])
         assert answer["status"] == "success", (rule["name"], answer)
     recorded = live.api("/api/v1/query", query="service_agent_failure_mode:mast_failure_mode_traces:ratio_rate5m")
-    assert {r["metric"]["failure_mode"] for r in recorded["data"]["result"]} == {"FM-1.3"}
+    assert {r["metric"]["failure_mode"] for r in recorded["data"]["result"]} >= {"FM-1.3"}
 
 
 def test_every_clickhouse_panel_query_runs_on_the_store(live: Live) -> None:

@@ -22,6 +22,7 @@ def test_loop_shows_in_metrics_before_the_run_ends(server, protocol: str) -> Non
         assert server.sample("mast_traces_total") == 0
         assert server.sample("mast_failing_traces_total") == 0  # counted with the trace, when classified
         assert server.sample("mast_repeated_steps_total", tool="kubectl_get_pods") == 3
+        chat(tracer, text="The api pods are all running.")  # the run answers, then ends
     server.wait_for(lambda: server.sample("mast_traces_total", agent="sre-bot") == 1)
     assert server.sample("mast_failure_mode_traces_total", **fm13) == 1  # once per trace, not again at the end
     assert server.sample("mast_failing_traces_total", agent="sre-bot", service="test-agents") == 1
@@ -30,7 +31,7 @@ def test_loop_shows_in_metrics_before_the_run_ends(server, protocol: str) -> Non
     assert server.sample("mast_wasted_tokens_total", model="gpt-4.1-mini", type="output") == 150
     assert server.sample("mast_wasted_cost_usd_total", model="gpt-4.1-mini") == pytest.approx(
         3 * (1000 * 0.4 + 50 * 1.6) / 1e6)
-    assert server.sample("mastwatch_spans_received_total", protocol=protocol) == 9
+    assert server.sample("mastwatch_spans_received_total", protocol=protocol) == 10
     rows = server.rows("SELECT trace_id, agent, failure_modes, repeated_steps FROM {db}.mast_traces")
     assert len(rows) == 1 and rows[0]["failure_modes"] == ["FM-1.3"] and rows[0]["repeated_steps"] == 3
     assert rows[0]["trace_id"] == format(root.get_span_context().trace_id, "032x")

@@ -153,11 +153,12 @@ def test_tool_call_outputs_and_short_outputs_do_not_fire() -> None:
     assert run([reply("OK, done."), reply("OK, done.")])[1] is None  # shorter than output_min_chars
 
 
-def test_run_of_calls_without_arguments_fires_with_low_confidence() -> None:
-    live, final = run([call("list_orders", known=False) for _ in range(5)])
+def test_run_of_calls_without_arguments_fires_with_low_confidence_when_enabled() -> None:
+    live, final = run([call("list_orders", known=False) for _ in range(5)], unknown_args_min_run=5)
     assert fired_at(live) == [5]
     assert final is not None and final.confidence < 0.5 and len(final.repeated) == 4
-    assert run([call("list_orders", known=False) for _ in range(4)])[1] is None
+    assert run([call("list_orders", known=False) for _ in range(4)], unknown_args_min_run=5)[1] is None
+    assert run([call("list_orders", known=False) for _ in range(9)])[1] is None  # off by default: paging looks alike
 
 
 # --- whole processor path -----------------------------------------------------------------------------

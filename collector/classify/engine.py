@@ -3,6 +3,7 @@ counted and switched off for that trace; the others and the pipeline go on."""
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,6 +13,8 @@ from ..assemble import Trace
 from ..steps import Finding, Step
 from .detector import Detector, DetectorSettings
 from .detectors import load_detectors
+from .modes import MODES
+from .tools import ToolClassifier, ToolsConfig
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +29,7 @@ class TraceFindings:
 
 class ClassifierEngine:
     def __init__(self, settings: dict[str, Any] | None = None,
-                 on_detector_error: Callable[[str], None] | None = None) -> None:
+                 on_detector_error: Callable[[str], None] | None = None, tools: ToolsConfig | None = None) -> None:
         """`settings` maps a failure-mode code to that detector's settings (a mapping or its model)."""
         settings = settings or {}
         self.available = load_detectors()
@@ -41,9 +44,25 @@ class ClassifierEngine:
                 self.detectors.append((cls, parsed))
         self.on_detector_error = on_detector_error or (lambda code: None)
         self.kinds = frozenset().union(*(cls.kinds for cls, _ in self.detectors))  # steps any detector wants
+        self.tools = ToolClassifier(tools)
+        assessed = {cls.code for cls, _ in self.detectors}
+        self.not_assessed = [code for code in MODES if code not in assessed]  # no enabled detector for these
 
     def _start(self, trace: Trace) -> TraceFindings:
-        return TraceFindings([cls(s, trace) for cls, s in self.detectors])
+        return TraceFindings([cls(s, trace, self.tools) for cls, s in self.detectors])
+
+    @staticmethod
+    def _skipped(detector: Detector, step: Step | None) -> bool:
+        """Whether the run's agent is one the detector is told to leave alone (checked only on findings)."""
+        patterns = detector.settings.skip_agents
+        if not patterns:
+            return False
+        trace = detector.trace
+        agent = trace.root.agent if trace.root is not None and trace.root.agent else None
+        if agent is None:
+            agent = step.agent if step is not None and step.agent else next((s.agent for s in trace.steps if s.agent),
+                                                                              None)
+        return agent is not None and any(fnmatch.fnmatchcase(agent, p) for p in patterns)
 
     def _switch_off(self, state: TraceFindings, failed: list[Detector]) -> None:
         for detector in failed:
@@ -64,7 +83,7 @@ class ClassifierEngine:
                               detector.code, detector.trace.trace_id.hex())
                 failed = [*(failed or ()), detector]
                 continue
-            if finding is not None:
+            if finding is not None and not self._skipped(detector, step):
                 state.findings[finding.code] = finding
                 changed = [*(changed or ()), finding]
         if failed:
@@ -96,7 +115,7 @@ class ClassifierEngine:
                 log.exception("detector %s failed finishing trace %s", detector.code, trace.trace_id.hex())
                 failed.append(detector)
                 continue
-            if finding is not None:
+            if finding is not None and not self._skipped(detector, None):
                 findings[finding.code] = finding
         self._switch_off(state, failed)
         trace.classifier = state

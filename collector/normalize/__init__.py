@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..content import Content, fingerprint, preview
 from ..steps import Step, StepKind
 from . import genai, langfuse, openinference, openllmetry, vercel
+from .limits import limit_hit
 
 if TYPE_CHECKING:
     from ..receiver.decode import SpanRecord
@@ -116,6 +117,7 @@ def normalize_span(span: SpanRecord) -> Step:
     step.error = status_code == STATUS_ERROR or error_type is not None
     if error_type is not None:
         step.error_type = _intern(error_type)
+        step.limit = limit_hit(step.error_type)
     elif step.error:
         step.error_type = "_OTHER"
     return step

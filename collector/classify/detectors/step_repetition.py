@@ -4,7 +4,8 @@ Signals, all incremental (constant work per step):
 - the same tool with equivalent arguments (canonical JSON) `min_occurrences` times or more;
 - short cycles of tool calls (A→B→A→B, period 2..`cycle_max_period`) repeated `cycle_min_repeats` times;
 - identical model text outputs (content capture on), `output_min_occurrences` times or more;
-- with arguments not captured: the same tool called `unknown_args_min_run` times in a row (low confidence).
+- with arguments not captured: the same tool called `unknown_args_min_run` times in a row (low confidence;
+  off by default: paging, polling and batch lookups look the same).
 Not repetition: tools matching `polling_tools`; up to `retry_limit` calls right after the same call
 failed (retries); a call whose captured result differs from the previous one (the world changed).
 """
@@ -17,6 +18,7 @@ from pydantic import Field
 
 from ...steps import Finding, Step, StepKind
 from ..detector import Detector, DetectorSettings
+from ..signals import TOOL_CALL_FINISH
 
 EVIDENCE_LIMIT = 50
 _COMPARED = object()  # a tool's first call has been compared
@@ -26,8 +28,6 @@ def _equivalent(a: Step, b: Step) -> bool:
     """Same tool, equivalent arguments (fingerprints are computed only for calls of one tool)."""
     return a.tool == b.tool and a.args is not None and b.args is not None and \
         a.args.fingerprint == b.args.fingerprint
-TOOL_CALL_FINISH = frozenset({"tool_call", "tool_calls", "function_call", "tool_use",
-                              "tool-calls"})  # tool-calls: Vercel AI SDK
 
 
 class StepRepetitionSettings(DetectorSettings):
@@ -38,7 +38,8 @@ class StepRepetitionSettings(DetectorSettings):
     cycle_min_repeats: int = Field(2, ge=2)
     output_min_occurrences: int = Field(2, ge=2)
     output_min_chars: int = Field(32, ge=1)
-    unknown_args_min_run: int = Field(5, ge=0, description="same tool in a row, arguments not captured (0: off)")
+    unknown_args_min_run: int = Field(0, ge=0, description="same tool in a row, arguments not captured (0: off); "
+                                      "paging and batch lookups look the same, so it is off by default")
 
 
 class StepRepetition(Detector):
@@ -46,8 +47,8 @@ class StepRepetition(Detector):
     Settings = StepRepetitionSettings
     kinds = frozenset({StepKind.TOOL, StepKind.LLM})
 
-    def __init__(self, settings: StepRepetitionSettings, trace) -> None:
-        super().__init__(settings, trace)
+    def __init__(self, settings: StepRepetitionSettings, trace, tools=None) -> None:
+        super().__init__(settings, trace, tools)
         self.repeated: list[Step] = []  # append-only; the processor accounts for it incrementally
         self._repeated_ids: set[bytes] = set()
         self._evidence: dict[bytes, None] = {}

@@ -1,0 +1,42 @@
+"""FM-2.5 Ignored other agent's input: a tool said no and the agent went on as if it had said yes.
+
+Signal: a state-changing call failed (not a transient failure such as a timeout) and the next tool call is a
+different state-changing call: neither a retry, nor a look at what went wrong. Structure when the failure is
+in the span's status or error type, content when only the result text shows it."""
+
+from __future__ import annotations
+
+from ...steps import Finding, Step, StepKind
+from ..detector import Detector
+from ..signals import tool_error, transient
+from ..tools import ToolEffect
+
+
+class IgnoredInput(Detector):
+    code = "FM-2.5"
+    kinds = frozenset({StepKind.TOOL})
+
+    def __init__(self, settings, trace, tools=None) -> None:
+        super().__init__(settings, trace, tools)
+        self.failed: Step | None = None  # the last call, when it was a write that failed
+        self.basis: str | None = None
+        self.found: Finding | None = None
+
+    def observe(self, step: Step) -> Finding | None:
+        if self.found is not None or step.tool is None:
+            return None
+        failed, self.failed = self.failed, None
+        writes = self.tools.effect(step.tool) is ToolEffect.STATE_CHANGING
+        if failed is not None and writes and step.tool != failed.tool and not self.tools.is_final(step.tool):
+            self.found = Finding(self.code, 0.7, [failed.span_id, step.span_id],
+                                 f"{failed.tool} failed and the agent went on to {step.tool} as if it had worked",
+                                 self.basis or "structure")
+            return self.found
+        if writes and not self.tools.is_final(step.tool):  # a rejected submit is answered by more work
+            basis = tool_error(step)
+            if basis is not None and not transient(step):
+                self.failed, self.basis = step, basis
+        return None
+
+    def finish(self) -> Finding | None:
+        return self.found

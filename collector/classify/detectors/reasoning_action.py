@@ -1,0 +1,49 @@
+"""FM-2.6 Reasoning-action mismatch: the model says one thing and does another (content capture on).
+
+Signals: the model names the tool it will use ("I will call search_flights") and calls another one; the model
+says it will change its approach ("I will correct the syntax and try again") and repeats, unchanged, the call
+that just failed."""
+
+from __future__ import annotations
+
+from ...steps import Finding, Step, StepKind
+from ..detector import Detector
+from ..signals import stated_tool, states_change, tool_error
+
+
+class ReasoningAction(Detector):
+    code = "FM-2.6"
+    kinds = frozenset({StepKind.LLM, StepKind.TOOL})
+
+    def __init__(self, settings, trace, tools=None) -> None:
+        super().__init__(settings, trace, tools)
+        self.said: Step | None = None  # the model call whose first tool call is awaited
+        self.last_tool: Step | None = None
+        self.found: Finding | None = None
+
+    def observe(self, step: Step) -> Finding | None:
+        if self.found is not None:
+            return None
+        if step.kind is StepKind.LLM:
+            self.said = step if step.output_preview else None
+            return None
+        if step.tool is None:
+            return None
+        said, self.said = self.said, None
+        previous, self.last_tool = self.last_tool, step
+        if said is None:
+            return None
+        named = stated_tool(said)
+        if named is not None and named != step.tool:  # a snake_case or camelCase name
+            self.found = Finding(self.code, 0.75, [said.span_id, step.span_id],
+                                 f"the model said it would use {named} and called {step.tool}", "content")
+        elif previous is not None and tool_error(previous) is not None and previous.tool == step.tool and \
+                previous.args is not None and step.args is not None and \
+                previous.args_fingerprint == step.args_fingerprint and states_change(said):
+            self.found = Finding(self.code, 0.75, [previous.span_id, said.span_id, step.span_id],
+                                 f"the model said it would change its approach ({said.output_preview!r}) and repeated "
+                                 f"the failed {step.tool} call unchanged", "content")
+        return self.found
+
+    def finish(self) -> Finding | None:
+        return self.found

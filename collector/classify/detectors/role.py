@@ -1,0 +1,51 @@
+"""FM-1.2 Disobey role specification: an agent uses a tool outside its role.
+
+Needs the roles configured: `roles` maps agent name patterns to the tool patterns each may use; a tool call
+by a matching agent outside its patterns is a finding (structure). Off until roles are configured: tool
+definitions given to a model are not read from spans."""
+
+from __future__ import annotations
+
+import fnmatch
+
+from pydantic import Field
+
+from ...steps import Finding, Step, StepKind
+from ..detector import Detector, DetectorSettings
+
+
+class RoleSettings(DetectorSettings):
+    enabled: bool = False
+    roles: dict[str, list[str]] = Field(default_factory=dict,
+                                        description="agent name pattern -> tool name patterns it may use")
+
+
+class Role(Detector):
+    code = "FM-1.2"
+    Settings = RoleSettings
+    kinds = frozenset({StepKind.TOOL, StepKind.LLM})
+
+    def __init__(self, settings: RoleSettings, trace, tools=None) -> None:
+        super().__init__(settings, trace, tools)
+        self.agent: str | None = None  # of the last model call, for tool spans that do not name their agent
+        self.found: Finding | None = None
+
+    def observe(self, step: Step) -> Finding | None:
+        if step.kind is StepKind.LLM:
+            self.agent = step.agent or self.agent
+            return None
+        agent = step.agent or self.agent
+        if self.found is not None or agent is None or step.tool is None:
+            return None
+        for pattern, allowed in self.settings.roles.items():
+            if fnmatch.fnmatchcase(agent, pattern):
+                if not any(fnmatch.fnmatchcase(step.tool, p) for p in allowed):
+                    self.found = Finding(self.code, 0.9, [step.span_id],
+                                         f"{agent} called {step.tool}, outside its role ({pattern}: "
+                                         f"{', '.join(allowed)})", "structure")
+                    return self.found
+                return None
+        return None
+
+    def finish(self) -> Finding | None:
+        return self.found

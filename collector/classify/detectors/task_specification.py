@@ -1,0 +1,51 @@
+"""FM-1.1 Disobey task specification: a step the task's rules forbid.
+
+Needs the rules configured: `confirm_tools` are tool patterns that must only run after the user was asked,
+that is after a model call that ended its turn (no tool calls) since the run began or since the last such
+tool ran. A matching call without one is a finding (structure). Off until configured: a run's task and
+policy are message content that spans rarely carry whole."""
+
+from __future__ import annotations
+
+import fnmatch
+
+from pydantic import Field
+
+from ...steps import Finding, Step, StepKind
+from ..detector import Detector, DetectorSettings
+from ..signals import TOOL_CALL_FINISH
+
+
+class TaskSpecificationSettings(DetectorSettings):
+    enabled: bool = False
+    confirm_tools: list[str] = Field(default_factory=list,
+                                     description="tool patterns that need the user's confirmation first")
+
+
+class TaskSpecification(Detector):
+    code = "FM-1.1"
+    Settings = TaskSpecificationSettings
+    kinds = frozenset({StepKind.TOOL, StepKind.LLM})
+
+    def __init__(self, settings: TaskSpecificationSettings, trace, tools=None) -> None:
+        super().__init__(settings, trace, tools)
+        self.asked = False  # a model call ended its turn (asked the user) since the last confirmed action
+        self.found: Finding | None = None
+
+    def observe(self, step: Step) -> Finding | None:
+        if step.kind is StepKind.LLM:
+            if step.finish_reasons and TOOL_CALL_FINISH.isdisjoint(step.finish_reasons):
+                self.asked = True
+            return None
+        if self.found is not None or step.tool is None or \
+                not any(fnmatch.fnmatchcase(step.tool, p) for p in self.settings.confirm_tools):
+            return None
+        if not self.asked:
+            self.found = Finding(self.code, 0.8, [step.span_id], f"{step.tool} ran without asking the user first",
+                                 "structure")
+            return self.found
+        self.asked = False
+        return None
+
+    def finish(self) -> Finding | None:
+        return self.found

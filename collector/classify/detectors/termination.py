@@ -1,0 +1,63 @@
+"""FM-1.5 Unaware of termination conditions: the run went on until a limit stopped it.
+
+Signals: a step that failed with a framework's limit error (LangGraph GraphRecursionError, OpenAI Agents SDK
+MaxTurnsExceeded, smolagents AgentMaxStepsError, pydantic-ai UsageLimitExceeded, ...: `Step.limit`, structure);
+a framework's "stopped at the limit" text in a final model output (CrewAI and LangChain "Agent stopped
+due to iteration limit", LlamaIndex "Reached max iterations", ...: content). Fires as soon as it is seen.
+When the trace is complete: the model asked for a tool and never saw its result, the run having stopped right
+after the tool returned (`cut_off`): the loop was stopped from outside, as a step or turn limit does; tools
+that end a run by design (`processor.tools.final`) excepted (structure)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ...steps import Finding, Step, StepKind
+from ..detector import Detector, DetectorSettings
+from ..signals import CONTENT, STRUCTURE, TOOL_CALL_FINISH, limit_text
+
+
+class TerminationSettings(DetectorSettings):
+    limit_texts: bool = Field(True, description="also read frameworks' limit messages in captured content")
+    cut_off: bool = Field(True, description="a run stopped before the model saw the tool result it asked for")
+
+
+class Termination(Detector):
+    code = "FM-1.5"
+    Settings = TerminationSettings
+    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.AGENT})  # limits are raised by any of these
+
+    def __init__(self, settings: TerminationSettings, trace, tools=None) -> None:
+        super().__init__(settings, trace, tools)
+        self.found: Finding | None = None
+        self.asked: Step | None = None  # the last model call, when it asked for tools
+        self.unseen: Step | None = None  # a tool result that came after it, no model call since
+
+    def observe(self, step: Step) -> Finding | None:
+        kind = step.kind
+        final_output = False
+        if kind is StepKind.LLM:
+            final_output = TOOL_CALL_FINISH.isdisjoint(step.finish_reasons)
+            self.asked = None if final_output else step
+            self.unseen = None
+        elif kind is StepKind.TOOL and self.asked is not None:
+            self.unseen = step
+        if self.found is not None and self.found.basis == STRUCTURE:
+            return None
+        if step.limit is not None:
+            self.found = Finding(self.code, 0.95, [step.span_id], f"{step.name} stopped by the framework's limit "
+                                 f"({step.limit})", STRUCTURE)
+            return self.found
+        if final_output and self.found is None and self.settings.limit_texts and limit_text(step):
+            self.found = Finding(self.code, 0.85, [step.span_id], f"{step.name} reports a limit hit: "
+                                 f"{step.output_preview!r}", CONTENT)
+            return self.found
+        return None
+
+    def finish(self) -> Finding | None:
+        tool = self.unseen
+        if self.found is None and self.settings.cut_off and tool is not None and not self.tools.is_final(tool.tool):
+            self.found = Finding(self.code, 0.6, [self.asked.span_id, tool.span_id],
+                                 f"run stopped right after {tool.tool} returned: the model that asked for it never "
+                                 "saw the result (stopped from outside, as by a step limit)", STRUCTURE)
+        return self.found

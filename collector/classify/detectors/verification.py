@@ -1,0 +1,70 @@
+"""FM-3.2 No or incomplete verification: the run changed state and finished without checking the result.
+
+A change needs a check when its tool matches `needs_check` (deployments, restarts, applied configs: their
+own result does not show the new state; structure), or when its captured result only acknowledges
+the request ("accepted", "queued", "restarting"; content). Any later read-only or unclassified tool call
+(a status query, a test run) counts as a check. Judged when the trace is complete."""
+
+from __future__ import annotations
+
+import fnmatch
+
+from pydantic import Field
+
+from ...steps import Finding, Step, StepKind
+from ..detector import Detector, DetectorSettings
+from ..signals import CONTENT, STRUCTURE, acknowledged_only, tool_error
+from ..tools import ToolEffect
+
+# Operations whose own result does not show the state they lead to (a file write's result does).
+NEEDS_CHECK = ["*deploy*", "*restart*", "*rollout*", "*rollback*", "*reboot*", "*apply*", "*scale*", "*migrate*",
+               "*install*", "*patch*", "*failover*", "*drain*", "*cordon*", "*update_config*", "*set_config*"]
+
+
+class VerificationSettings(DetectorSettings):
+    needs_check: list[str] = Field(default_factory=lambda: list(NEEDS_CHECK),
+                                   description="glob patterns (lower case) of changes whose result needs a check")
+    acknowledgements: bool = Field(True, description="a change whose result only acknowledges it needs a check")
+
+
+class Verification(Detector):
+    code = "FM-3.2"
+    Settings = VerificationSettings
+    kinds = frozenset({StepKind.TOOL})
+
+    def __init__(self, settings: VerificationSettings, trace, tools=None) -> None:
+        super().__init__(settings, trace, tools)
+        self.change: Step | None = None  # the last change needing a check, not checked since
+        self.basis = STRUCTURE
+        self._needs: dict[str, bool] = {}
+
+    def _needs_check(self, tool: str) -> bool:
+        known = self._needs.get(tool)
+        if known is None:
+            name = tool.lower()
+            known = self._needs[tool] = any(fnmatch.fnmatchcase(name, p) for p in self.settings.needs_check)
+        return known
+
+    def observe(self, step: Step) -> Finding | None:
+        tool = step.tool
+        if tool is None:
+            return None
+        if self.tools.effect(tool) is ToolEffect.STATE_CHANGING:
+            if tool_error(step) is not None:
+                return None  # a failed change: FM-3.1 / FM-3.3 territory
+            if self._needs_check(tool):
+                self.change, self.basis = step, STRUCTURE
+            elif self.settings.acknowledgements and acknowledged_only(step):
+                self.change, self.basis = step, CONTENT
+        elif self.change is not None:
+            self.change = None  # checked
+        return None
+
+    def finish(self) -> Finding | None:
+        change = self.change
+        if change is None:
+            return None
+        why = "its result only acknowledged the request" if self.basis == CONTENT else "its result does not show " \
+            "the new state"
+        return Finding(self.code, 0.7, [change.span_id], f"{change.tool} changed state and the run ended without "
+                       f"checking it ({why})", self.basis)

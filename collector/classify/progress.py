@@ -1,0 +1,144 @@
+"""Where a run stands, kept incrementally from its model and tool steps (constant work per step).
+
+Shared by the detectors that judge how a run ends (FM-3.1, FM-3.2, FM-3.3): the last write, the checks
+after it, the errors not yet resolved, and whether the model saw the last tool result."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, NamedTuple
+
+from ..assemble import Trace
+from ..steps import Finding, Step, StepKind
+from .detector import Detector
+from .signals import CONTENT, STRUCTURE, TOOL_CALL_FINISH, claims_success, tool_error
+from .tools import ToolClassifier, ToolEffect
+
+
+class Progress:
+    __slots__ = ("checks_after_write", "error", "error_basis", "failed_check", "failed_check_basis", "last_llm",
+                 "last_tool", "limit", "llm_calls", "seen", "tool_calls", "tools", "unseen_tool", "users", "write")
+
+    def __init__(self, tools: ToolClassifier) -> None:
+        self.tools = tools
+        self.last_tool: Step | None = None
+        self.last_llm: Step | None = None
+        self.llm_calls = 0
+        self.tool_calls = 0
+        self.write: Step | None = None  # the last state-changing call that succeeded
+        self.checks_after_write = 0  # read-only or unknown calls since that write
+        self.error: Step | None = None  # the last failed call not followed by a success of the same tool
+        self.error_basis: str | None = None
+        self.failed_check: Step | None = None  # a check after the last write that failed, not since passed
+        self.failed_check_basis: str | None = None
+        self.unseen_tool = False  # a tool result arrived after the last model call, which asked for it
+        self.limit: Step | None = None  # a step stopped by the framework's limit (FM-1.5 explains the ending)
+        self.seen: Step | None = None
+        self.users: set[str] = set()  # the detectors sharing it
+
+    def observe(self, step: Step) -> None:
+        if step is self.seen:  # a detector sharing this state already fed it
+            return
+        self.seen = step
+        if step.limit is not None:
+            self.limit = step
+        if step.kind is StepKind.LLM:
+            self.llm_calls += 1
+            self.last_llm = step
+            self.unseen_tool = False
+        elif step.kind is StepKind.TOOL:
+            self._tool(step)
+
+    def _tool(self, step: Step) -> None:
+        self.tool_calls += 1
+        self.last_tool = step
+        last_llm = self.last_llm
+        self.unseen_tool = last_llm is not None and not TOOL_CALL_FINISH.isdisjoint(last_llm.finish_reasons)
+        basis = tool_error(step)
+        effect = self.tools.effect(step.tool)
+        if basis is not None:
+            self.error, self.error_basis = step, basis
+            if self.write is not None and effect is not ToolEffect.STATE_CHANGING:
+                self.failed_check, self.failed_check_basis = step, basis
+            return
+        if self.error is not None and self.error.tool == step.tool:
+            self.error = self.error_basis = None  # the failed call was redone and passed
+        if effect is ToolEffect.STATE_CHANGING:
+            self.write, self.checks_after_write = step, 0
+            self.failed_check = self.failed_check_basis = None
+        elif self.write is not None:
+            self.checks_after_write += 1
+            if self.failed_check is not None and self.failed_check.tool == step.tool:
+                self.failed_check = self.failed_check_basis = None
+
+    @property
+    def answered(self) -> bool:
+        """The run's last model call came after its last tool call and asked for no more tools."""
+        llm = self.last_llm
+        return llm is not None and not self.unseen_tool and TOOL_CALL_FINISH.isdisjoint(llm.finish_reasons) and \
+            (self.last_tool is None or llm.end_ns >= self.last_tool.end_ns)
+
+
+class Ending(NamedTuple):
+    """How a finished run ended, when it ended badly: the mode it shows and why."""
+
+    code: str  # FM-3.1 or FM-3.3
+    confidence: float
+    basis: str
+    evidence: list[Step]
+    reason: str
+
+
+def ending(p: Progress) -> Ending | None:
+    """FM-3.1 (ended before the work was done) or FM-3.3 (declared done against its own evidence), never both.
+
+    - the last tool call failed and the run ended: FM-3.3 if the final answer claims success (content) or the
+      failed call was the check of a change (structure), else FM-3.1;
+    - a check of the last change failed and was never passed, and the final answer claims success: FM-3.3.
+    """
+    last, llm = p.last_tool, p.last_llm
+    if last is None or llm is None or p.limit is not None:
+        return None
+    if p.unseen_tool:
+        return None  # the loop was stopped from outside, as a step limit does: FM-1.5
+    claim = p.answered and claims_success(llm)
+    if p.error is last and p.answered:
+        if claim:
+            return Ending("FM-3.3", 0.85, CONTENT, [last, llm],
+                          f"final answer claims success ({llm.output_preview!r}) right after {last.tool} failed")
+        if p.failed_check is last:
+            return Ending("FM-3.3", 0.6, p.error_basis or STRUCTURE, [p.write, last, llm],
+                          f"run declared finished after its check {last.tool} of {p.write.tool} failed")
+        return Ending("FM-3.1", 0.75, p.error_basis or STRUCTURE, [last, llm],
+                      f"run ended right after {last.tool} failed, without trying anything else")
+    if claim and p.failed_check is not None:
+        return Ending("FM-3.3", 0.8, CONTENT, [p.write, p.failed_check, llm],
+                      f"final answer claims success while the check {p.failed_check.tool} of {p.write.tool} failed")
+    return None
+
+
+_SHARED: weakref.WeakKeyDictionary[Trace, Progress] = weakref.WeakKeyDictionary()  # one per trace, for both
+
+
+class EndingDetector(Detector):
+    """A detector judging how the run ended (FM-3.1 and FM-3.3 subclass it with their code)."""
+
+    kinds = frozenset({StepKind.TOOL, StepKind.LLM, StepKind.AGENT})  # agent spans: limits hit
+
+    def __init__(self, settings: Any, trace: Trace, tools: ToolClassifier | None = None) -> None:
+        super().__init__(settings, trace, tools)
+        progress = _SHARED.get(trace)
+        if progress is None or self.code in progress.users:  # none yet, or the engine classifies the trace again
+            progress = _SHARED[trace] = Progress(self.tools)
+        progress.users.add(self.code)
+        self.progress = progress
+
+    def observe(self, step: Step) -> Finding | None:
+        self.progress.observe(step)
+        return None
+
+    def finish(self) -> Finding | None:
+        end = ending(self.progress)
+        if end is None or end.code != self.code:
+            return None
+        return Finding(self.code, end.confidence, [s.span_id for s in end.evidence], end.reason, end.basis)

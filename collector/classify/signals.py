@@ -1,0 +1,113 @@
+"""What steps say, read from their structure first and their captured content (previews) second.
+
+Each helper returns the basis it rests on, so that a finding can say whether it needed content capture."""
+
+from __future__ import annotations
+
+import re
+
+from ..steps import Step
+
+STRUCTURE = "structure"
+CONTENT = "content"
+TOOL_CALL_FINISH = frozenset({"tool_call", "tool_calls", "function_call", "tool_use",
+                              "tool-calls"})  # tool-calls: Vercel AI SDK
+
+# A tool result reporting a failure, read at its start (a leading quote or bracket of JSON is skipped), or a
+# traceback or error list anywhere in its preview (whitespace there is collapsed).
+_RESULT_ERROR = re.compile(
+    r"""^[\s"'\[{(]*(error\b|err:|exception\b|traceback\b|fail(ed|ure)?\b|fatal\b|invalid\b|wrong\b|not found\b|"""
+    r"""no (data|results?|such|matching)\b|denied\b|forbidden\b|unauthori[sz]ed\b|cannot\b|can't\b|could not\b|"""
+    r"""unable to\b|timed? ?out\b|"?error"?\s*:\s*(?!null|none|false|""|\{\}|\[\]))""", re.IGNORECASE)
+_RESULT_ERROR_ANYWHERE = re.compile(r"Traceback \(most recent call last\)|\bERRORS?:|\b[A-Z]\w*Error: ")
+# Errors that go away on their own: retrying them is not ignoring them.
+_TRANSIENT = re.compile(r"time(d)? ?out|timeout|temporar|unavailable|rate.?limit|too many requests|\b429\b|\b50[234]\b|"
+                        r"connection (reset|refused|error)|try again later|overloaded|throttl", re.IGNORECASE)
+# A model claiming the work is done and right.
+_SUCCESS_CLAIM = re.compile(
+    r"\b(successfully|succeeded|has been (fixed|resolved|completed|updated|created|booked|cancell?ed|applied|"
+    r"restarted|deployed|changed|processed|done)|is (now )?(fixed|resolved|working|complete|done)|"
+    r"all (the )?tests (now )?pass|tests? (now )?pass(es|ed)?\b|verified|confirmed that|works (correctly|as expected)|"
+    r"i have (fixed|resolved|completed|updated|created|booked|applied|restarted|deployed)|task (is )?complete)",
+    re.IGNORECASE)
+_NEGATED_CLAIM = re.compile(r"\b(not|n't|unable|could not|failed|unsuccessful|error)\b", re.IGNORECASE)
+# A framework's own text when it stopped a run at its limit (CrewAI, LangChain, LlamaIndex, AutoGen ...).
+_LIMIT_TEXT = re.compile(
+    r"stopped due to (iteration|time) limit|reached (the )?max(imum)? (number of )?(iterations|steps|turns|rounds)|"
+    r"max(imum)? (number of )?(iterations|steps|turns|rounds|messages) (reached|exceeded)|recursion limit of \d+|"
+    r"max_?turns|max_?iterations? (reached|exceeded)", re.IGNORECASE)
+
+
+# A state-changing call's result that only acknowledges the request: the new state is not shown yet.
+_ACKNOWLEDGED = re.compile(
+    r"""^[\s"'\[{(]*(accepted|queued|scheduled|submitted|initiated|in progress|pending|started|restarting|"""
+    r"""rolling out|triggered|request (received|sent|accepted)|ok\W*$|"?status"?\s*:\s*"?(accepted|pending|"""
+    r"""queued|in_progress|started))""", re.IGNORECASE)
+# A model saying it will change what it does next ("I will correct the syntax and try again").
+_STATED_CHANGE = re.compile(r"\b(i will|i'll|let me|let's|we will|we'll|i need to|i should)\b[^.]{0,60}\b(correct|fix|"
+                            r"modify|change|adjust|amend|update|quote|escape|try (again )?with|instead|different)",
+                            re.IGNORECASE)
+# A model naming the tool it is about to use ("I will call search_flights", "let me check `get_order`").
+_STATED_TOOL = re.compile(r"(?i:\b(?:i will|i'll|let me|let's|now|next,? i)\b[^.]{0,30}?\b(?:call|use|run|invoke|"
+                          r"query|check|try)(?: the)?) `?([A-Za-z]\w*_\w+|[a-z]+[A-Z]\w*)`?")
+
+
+def _text(step: Step) -> str | None:
+    return None if step.result is None else step.result.text
+
+
+_recent: list = [None, None, None, None]  # the last two steps asked about and their answers (detectors ask in turn)
+
+
+def tool_error(step: Step) -> str | None:
+    """The basis on which a tool step failed (status or error type; else its result text), or None."""
+    if step.error:
+        return STRUCTURE
+    recent = _recent
+    if recent[0] is step:
+        return recent[1]
+    if recent[2] is step:
+        return recent[3]
+    text = _text(step)
+    basis = CONTENT if text is not None and (_RESULT_ERROR.match(text) or _RESULT_ERROR_ANYWHERE.search(text)) \
+        else None
+    recent[2], recent[3], recent[0], recent[1] = recent[0], recent[1], step, basis
+    return basis
+
+
+def transient(step: Step) -> bool:
+    """A failure that a plain retry may cure (timeouts, rate limits, unavailable services)."""
+    return any(text and _TRANSIENT.search(text) for text in (step.error_type, _text(step)))
+
+
+def claims_success(step: Step) -> bool:
+    """Model output claiming success, not negated nearby (content capture on)."""
+    text = step.output_preview
+    if not text:
+        return False
+    match = _SUCCESS_CLAIM.search(text)
+    return match is not None and not _NEGATED_CLAIM.search(text[max(match.start() - 24, 0):match.start()])
+
+
+def limit_text(step: Step) -> bool:
+    """Model output carrying a framework's "stopped at the limit" message (content capture on)."""
+    return bool(step.output_preview) and _LIMIT_TEXT.search(step.output_preview) is not None
+
+
+def acknowledged_only(step: Step) -> bool:
+    """A tool result that acknowledges a request without showing its outcome (content capture on)."""
+    text = _text(step)
+    return text is not None and _ACKNOWLEDGED.match(text) is not None
+
+
+def states_change(step: Step) -> bool:
+    """Model output saying it will do something different next (content capture on)."""
+    return bool(step.output_preview) and _STATED_CHANGE.search(step.output_preview) is not None
+
+
+def stated_tool(step: Step) -> str | None:
+    """The tool a model output says it will use, if it names one (content capture on)."""
+    if not step.output_preview:
+        return None
+    match = _STATED_TOOL.search(step.output_preview)
+    return match.group(1) if match else None

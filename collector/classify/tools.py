@@ -1,0 +1,113 @@
+"""Read-only vs state-changing tools, from their names: configurable glob patterns, per-tool overrides, and
+defaults inferred from the verb a tool's name starts with (get_order: read-only, cancel_order: state-changing).
+
+A tool neither configured nor named by a known verb is `UNKNOWN`; detectors treat it as neither a write nor a
+check they can rely on."""
+
+from __future__ import annotations
+
+import enum
+import fnmatch
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ToolEffect(enum.IntEnum):
+    UNKNOWN = 0
+    READ_ONLY = 1
+    STATE_CHANGING = 2
+
+
+READ_VERBS = frozenset({
+    "get", "list", "search", "read", "find", "check", "describe", "show", "view", "fetch", "query", "lookup",
+    "look", "inspect", "count", "status", "cat", "ls", "grep", "head", "tail", "open", "verify", "validate",
+    "watch", "poll", "retrieve", "browse", "explore", "locate", "calculate", "compute", "think", "print",
+    "scroll", "goto", "diff", "test", "ping", "select", "load", "download", "summarize", "analyze", "lint",
+})
+WRITE_VERBS = frozenset({
+    "create", "update", "delete", "remove", "book", "cancel", "apply", "restart", "write", "send", "submit",
+    "transfer", "set", "put", "post", "patch", "edit", "modify", "insert", "add", "deploy", "scale", "rollback",
+    "reboot", "kill", "stop", "start", "exchange", "return", "pay", "charge", "refund", "move", "rename",
+    "upload", "commit", "push", "merge", "install", "uninstall", "drop", "truncate", "revoke", "grant",
+    "assign", "approve", "reject", "close", "reopen", "enable", "disable", "change", "replace", "reset",
+    "save", "store", "register", "schedule", "reserve", "order", "purchase", "buy", "sell", "mark", "toggle",
+    "upgrade", "downgrade", "migrate", "terminate", "suspend", "resume", "rm", "mv", "cp", "mkdir", "touch",
+})
+# Tools whose call is a run's last act by design: a run ending right after them has not stopped early.
+FINAL_TOOLS = ["submit*", "final_answer*", "final_result*", "finish*", "exit*", "done", "task_complete*",
+               "complete_task", "end_conversation*", "transfer_to_human*", "handoff*", "escalate*",
+               "respond_to_user*", "answer"]
+_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+
+
+class ToolsConfig(BaseModel):
+    """`processor.tools`: how tools are told apart (see README, failure modes)."""
+
+    model_config = ConfigDict(extra="forbid")
+    read_only: list[str] = Field(default_factory=list, description="glob patterns of read-only tools")
+    state_changing: list[str] = Field(default_factory=list, description="glob patterns of state-changing tools")
+    overrides: dict[str, Literal["read_only", "state_changing", "unknown"]] = Field(
+        default_factory=dict, description="per tool name: its effect, over patterns and names")
+    infer_from_names: bool = Field(True, description="classify other tools by the verb their name starts with")
+    final: list[str] = Field(default_factory=lambda: list(FINAL_TOOLS),
+                             description="glob patterns (lower case) of tools that end a run by design")
+
+
+def _from_name(tool: str) -> ToolEffect:
+    for word in _WORD.findall(tool.rpartition(".")[2]):
+        word = word.lower()
+        if word in WRITE_VERBS:
+            return ToolEffect.STATE_CHANGING
+        if word in READ_VERBS:
+            return ToolEffect.READ_ONLY
+        if len(word) > 1 and not word.isdigit():
+            return ToolEffect.UNKNOWN  # only the leading verb decides: "ticket_update" is not known
+    return ToolEffect.UNKNOWN
+
+
+class ToolClassifier:
+    """Tool name -> effect, cached (names come from spans: the cache is bounded)."""
+
+    CACHE_LIMIT = 10_000
+
+    def __init__(self, config: ToolsConfig | None = None) -> None:
+        self.config = config or ToolsConfig()
+        self._known: dict[str, ToolEffect] = {}
+        self._final: dict[str, bool] = {}
+
+    def effect(self, tool: str | None) -> ToolEffect:
+        if tool is None:
+            return ToolEffect.UNKNOWN
+        known = self._known.get(tool)
+        if known is None:
+            known = self._classify(tool)
+            if len(self._known) >= self.CACHE_LIMIT:
+                self._known.clear()
+            self._known[tool] = known
+        return known
+
+    def is_final(self, tool: str | None) -> bool:
+        """Whether calling the tool ends the run by design (submit, final_answer, transfer_to_human...)."""
+        if tool is None:
+            return False
+        known = self._final.get(tool)
+        if known is None:
+            name = tool.lower()
+            known = any(fnmatch.fnmatchcase(name, p) for p in self.config.final)
+            if len(self._final) >= self.CACHE_LIMIT:
+                self._final.clear()
+            self._final[tool] = known
+        return known
+
+    def _classify(self, tool: str) -> ToolEffect:
+        c = self.config
+        override = c.overrides.get(tool)
+        if override is not None:
+            return ToolEffect[override.upper()]
+        if any(fnmatch.fnmatchcase(tool, p) for p in c.state_changing):
+            return ToolEffect.STATE_CHANGING
+        if any(fnmatch.fnmatchcase(tool, p) for p in c.read_only):
+            return ToolEffect.READ_ONLY
+        return _from_name(tool) if c.infer_from_names else ToolEffect.UNKNOWN

@@ -1,0 +1,310 @@
+"""`mastwatch eval`: the classifier scored against labelled runs.
+
+Runs go through the same Processor as `serve` and `replay`. Two corpora:
+- real: the recorded runs of a checkout's `tests/data`, converted to OTLP by `tests/otlp_corpus.py`, with the
+  adjudicated labels in `tests/data/labels/final.json`; split by a stable hash of the run id into a dev part
+  (two thirds, for development) and a test part (one third, for reporting), stratified by label set;
+- scenarios: generated runs with positive and negative variants per mode (`mastwatch.scenarios`).
+`--content off` strips message content, tool arguments and results from every span, as instrumentations do
+by default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mastwatch.collector.assemble import END_OF_INPUT
+from mastwatch.collector.classify.modes import MODES
+from mastwatch.collector.processor import Increment, Processor, ProcessorConfig
+from mastwatch.collector.receiver.decode import SpanRecord
+from mastwatch.collector.verdict import Verdict
+
+DEFAULT_LABELS = Path("tests/data/labels")
+NONE = "none"
+
+# Span attributes holding content (messages, tool arguments and results) in the conventions the collector reads.
+CONTENT_KEYS = frozenset({
+    "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions", "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result", "gen_ai.prompt", "gen_ai.completion", "gen_ai.output", "gen_ai.tool.args",
+    "tool_arguments", "tool_response", "gcp.vertex.agent.tool_call_args", "gcp.vertex.agent.tool_response",
+    "gcp.vertex.agent.llm_request", "gcp.vertex.agent.llm_response", "input.value", "output.value",
+    "tool.parameters", "tool_call.function.arguments", "ai.response.text", "ai.response.toolCalls",
+    "ai.toolCall.args", "ai.toolCall.result", "ai.prompt", "ai.prompt.messages", "langfuse.observation.input",
+    "langfuse.observation.output", "pydantic_ai.all_messages", "final_result", "gen_ai.choice",
+})
+CONTENT_PREFIXES = ("gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages.", "llm.output_messages.",
+                    "ai.prompt.", "ai.response.")
+
+
+class EvalError(ValueError):
+    pass
+
+
+@dataclass
+class LabelledRun:
+    run_id: str
+    spans: list[SpanRecord]
+    modes: frozenset[str]
+    split: str  # dev | test (real runs) or scenario
+
+
+@dataclass
+class ModeScore:
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+    tn: int = 0
+
+    @property
+    def support(self) -> int:
+        return self.tp + self.fn
+
+    @property
+    def precision(self) -> float | None:
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else None
+
+    @property
+    def recall(self) -> float | None:
+        return self.tp / self.support if self.support else None
+
+    @property
+    def f1(self) -> float | None:
+        p, r = self.precision, self.recall
+        return None if p is None or r is None else (2 * p * r / (p + r) if p + r else 0.0)
+
+    @property
+    def kappa(self) -> float | None:
+        return kappa_from_counts(self.tp, self.fp, self.fn, self.tn)
+
+
+@dataclass
+class Report:
+    runs: int
+    not_assessed: list[str]
+    modes: dict[str, ModeScore]
+    confusion: dict[tuple[str, str], int] = field(default_factory=dict)  # (predicted, labelled) -> runs
+    errors: list[tuple[str, str, str]] = field(default_factory=list)  # (run, kind fp|fn, mode)
+
+    def to_dict(self) -> dict[str, Any]:
+        def r(x: float | None) -> float | None:
+            return None if x is None else round(x, 3)
+        return {
+            "runs": self.runs,
+            "not_assessed": self.not_assessed,
+            "modes": {code: {"precision": r(s.precision), "recall": r(s.recall), "f1": r(s.f1), "support": s.support,
+                             "predicted": s.tp + s.fp, "tp": s.tp, "fp": s.fp, "fn": s.fn, "kappa": r(s.kappa)}
+                      for code, s in self.modes.items()},
+            "confusion": [{"predicted": p, "labelled": lab, "runs": n}
+                          for (p, lab), n in sorted(self.confusion.items())],
+            "errors": [{"run": run, "kind": kind, "mode": mode} for run, kind, mode in self.errors],
+        }
+
+
+def kappa_from_counts(both: int, only_a: int, only_b: int, neither: int) -> float | None:
+    """Cohen's kappa of two binary raters from their 2x2 table; None when chance agreement is total."""
+    n = both + only_a + only_b + neither
+    if not n:
+        return None
+    observed = (both + neither) / n
+    yes_a, yes_b = (both + only_a) / n, (both + only_b) / n
+    expected = yes_a * yes_b + (1 - yes_a) * (1 - yes_b)
+    return None if expected == 1 else (observed - expected) / (1 - expected)
+
+
+def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
+    pairs = list(zip(a, b, strict=True))
+    return kappa_from_counts(sum(x and y for x, y in pairs), sum(x and not y for x, y in pairs),
+                             sum(y and not x for x, y in pairs), sum(not x and not y for x, y in pairs))
+
+
+# --- labels and split ---------------------------------------------------------------------------------
+
+
+def load_labels(path: Path) -> dict[str, frozenset[str]]:
+    """run -> labelled modes, from a label file `{run: {"modes": {code: {...}}, ...}}`."""
+    try:
+        data = json.loads(path.read_text())
+    except OSError as e:
+        raise EvalError(f"cannot read labels {path}: {e.strerror} (run from a mastwatch checkout, or point "
+                        "--labels at its tests/data/labels)") from None
+    except ValueError as e:
+        raise EvalError(f"labels {path} are not valid JSON: {e}") from None
+    out = {}
+    for run, entry in data.items():
+        modes = frozenset((entry or {}).get("modes") or {})
+        unknown = modes - set(MODES)
+        if unknown:
+            raise EvalError(f"labels {path}: run {run} has unknown modes {sorted(unknown)}")
+        out[run] = modes
+    return out
+
+
+def label_key(run_id: str) -> str:
+    """The key a run has in the label files (its id with '/' and ' ' replaced)."""
+    return run_id.replace("/", "_").replace(" ", "_")
+
+
+def split(labels: dict[str, frozenset[str]]) -> dict[str, str]:
+    """run -> dev | test: in each group of runs with the same labels, ordered by a hash of the run id, every
+    third run from the second on is test (so a mode labelled on two runs or more has one in each part)."""
+    strata: dict[frozenset[str], list[str]] = {}
+    for run, modes in labels.items():
+        strata.setdefault(modes, []).append(run)
+    out = {}
+    for runs in strata.values():
+        runs.sort(key=lambda r: hashlib.sha256(r.encode()).hexdigest())
+        for i, run in enumerate(runs):
+            out[run] = "test" if i % 3 == 1 else "dev"
+    return out
+
+
+def annotator_agreement(labels_dir: Path) -> dict[str, Any]:
+    """Cohen's kappa of the two independent annotations over all (run, mode) decisions, and per mode."""
+    a = load_labels(labels_dir / "annotator_a.json")
+    b = load_labels(labels_dir / "annotator_b.json")
+    if set(a) != set(b):
+        raise EvalError("the two annotations label different runs")
+    runs = sorted(a)
+    overall = cohen_kappa([m in a[r] for r in runs for m in MODES], [m in b[r] for r in runs for m in MODES])
+    per_mode = {m: {"a": sum(m in a[r] for r in runs), "b": sum(m in b[r] for r in runs),
+                    "both": sum(m in a[r] and m in b[r] for r in runs)} for m in MODES}
+    return {"runs": len(runs), "decisions": len(runs) * len(MODES), "kappa": overall,
+            "agreed_positive": sum(len(a[r] & b[r]) for r in runs),
+            "disagreed": sum(len(a[r] ^ b[r]) for r in runs), "per_mode": per_mode}
+
+
+# --- runs -----------------------------------------------------------------------------------------------
+
+
+def without_content(spans: Iterable[SpanRecord]) -> list[SpanRecord]:
+    return [s._replace(attributes={k: v for k, v in s.attributes.items()
+                                   if k not in CONTENT_KEYS and not k.startswith(CONTENT_PREFIXES)}) for s in spans]
+
+
+def _corpus_module(labels_dir: Path) -> Any:
+    """tests/otlp_corpus.py of the checkout the labels belong to (tests/data/labels -> tests/otlp_corpus.py)."""
+    path = labels_dir.resolve().parent.parent / "otlp_corpus.py"
+    if not path.is_file():
+        raise EvalError(f"{path} not found: --labels must be the tests/data/labels folder of a mastwatch checkout")
+    spec = importlib.util.spec_from_file_location("mastwatch_otlp_corpus", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def real_runs(labels_dir: Path, content: bool = True) -> list[LabelledRun]:
+    from mastwatch.collector.receiver.decode import records
+
+    labels = load_labels(labels_dir / "final.json")
+    parts = split(labels)
+    corpus = _corpus_module(labels_dir).corpus(labels_dir.parent)
+    runs = []
+    for _, run_id, request in corpus:
+        key = label_key(run_id)
+        if key not in labels:
+            continue
+        spans = records(request).spans
+        runs.append(LabelledRun(key, spans if content else without_content(spans), labels[key], parts[key]))
+    missing = set(labels) - {r.run_id for r in runs}
+    if missing:
+        raise EvalError(f"labelled runs not in the corpus: {sorted(missing)[:5]}")
+    return runs
+
+
+def scenario_runs(content: bool = True) -> list[LabelledRun]:
+    from mastwatch.collector.receiver.decode import records
+    from mastwatch.scenarios import scenarios
+
+    runs = []
+    for scenario in scenarios():
+        spans = records(scenario.request).spans
+        runs.append(LabelledRun(scenario.name, spans if content else without_content(spans), scenario.modes,
+                                "scenario"))
+    return runs
+
+
+# --- classification and scoring -----------------------------------------------------------------------------
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.verdicts: list[Verdict] = []
+
+    def export_increment(self, increment: Increment) -> None:
+        pass
+
+    def export_verdict(self, verdict: Verdict, increment: Increment) -> None:
+        self.verdicts.append(verdict)
+
+    def shutdown(self) -> None:
+        pass
+
+
+def classify(runs: Sequence[LabelledRun], config: ProcessorConfig | None = None) -> tuple[dict[str, set[str]],
+                                                                                            list[str]]:
+    """run -> modes found (over all its traces), and the modes the classifier does not assess."""
+    collector = _Collector()
+    processor = Processor(config or ProcessorConfig(), [collector])
+    owner: dict[bytes, str] = {}
+    for run in runs:
+        for span in run.spans:
+            owner.setdefault(span.trace_id, run.run_id)
+        processor.process(run.spans, now=0.0)
+    processor.drain(END_OF_INPUT)
+    found: dict[str, set[str]] = {run.run_id: set() for run in runs}
+    for verdict in collector.verdicts:
+        found[owner[bytes.fromhex(verdict.trace_id)]].update(verdict.findings)
+    return found, list(processor.engine.not_assessed)
+
+
+def score(runs: Sequence[LabelledRun], found: dict[str, set[str]], not_assessed: list[str]) -> Report:
+    modes = {code: ModeScore() for code in MODES}
+    report = Report(len(runs), not_assessed, modes)
+    for run in runs:
+        predicted, labelled = found[run.run_id], run.modes
+        for code, s in modes.items():
+            p, g = code in predicted, code in labelled
+            if p and g:
+                s.tp += 1
+            elif p:
+                s.fp += 1
+                report.errors.append((run.run_id, "fp", code))
+            elif g:
+                s.fn += 1
+                report.errors.append((run.run_id, "fn", code))
+            else:
+                s.tn += 1
+        for p in sorted(predicted) or [NONE]:
+            for g in sorted(labelled) or [NONE]:
+                report.confusion[(p, g)] = report.confusion.get((p, g), 0) + 1
+    return report
+
+
+def evaluate(runs: Sequence[LabelledRun], config: ProcessorConfig | None = None) -> Report:
+    found, not_assessed = classify(runs, config)
+    return score(runs, found, not_assessed)
+
+
+def _fmt(x: float | None) -> str:
+    return "   -" if x is None else f"{x:4.2f}"
+
+
+def format_report(title: str, report: Report) -> str:
+    lines = [f"{title}: {report.runs} runs",
+             f"{'mode':7} {'name':34} {'prec':>5} {'rec':>5} {'F1':>5} {'kappa':>5} {'supp':>4} {'pred':>4}"]
+    for code, s in report.modes.items():
+        name = MODES[code].name
+        if code in report.not_assessed:
+            lines.append(f"{code:7} {name:34} not assessed (support {s.support})")
+            continue
+        lines.append(f"{code:7} {name:34} {_fmt(s.precision):>5} {_fmt(s.recall):>5} {_fmt(s.f1):>5} "
+                     f"{_fmt(s.kappa):>5} {s.support:4d} {s.tp + s.fp:4d}")
+    pairs = [f"{p}→{g}:{n}" for (p, g), n in sorted(report.confusion.items()) if (p, g) != (NONE, NONE)]
+    lines.append("confusion (predicted→labelled: runs): " + (", ".join(pairs) or "-"))
+    return "\n".join(lines)

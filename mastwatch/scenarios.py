@@ -1,0 +1,305 @@
+"""Generated agent runs, labelled with the MAST modes they show, for `mastwatch eval --corpus scenarios`.
+
+Each run is one OTLP trace as an OpenTelemetry GenAI instrumentation emits it (v1.41 names: an `invoke_agent`
+root, `chat` model calls, `execute_tool` tool calls), with content attributes present (eval strips them for
+`--content off`). Every mode the structural detectors cover has positive variants and look-alike negatives:
+polling, retries after an error, confirmations, legitimate re-reads, long but healthy runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
+
+MS = 1_000_000
+START_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z
+ERROR = Status.StatusCode.STATUS_CODE_ERROR
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    modes: frozenset[str]
+    request: ExportTraceServiceRequest
+
+
+def _value(v: Any) -> AnyValue:
+    if isinstance(v, bool):
+        return AnyValue(bool_value=v)
+    if isinstance(v, int):
+        return AnyValue(int_value=v)
+    if isinstance(v, str):
+        return AnyValue(string_value=v)
+    if isinstance(v, list) and all(isinstance(x, str) for x in v):
+        return AnyValue(array_value=ArrayValue(values=[_value(x) for x in v]))
+    return AnyValue(string_value=json.dumps(v, separators=(",", ":")))
+
+
+class Run:
+    """Builds one trace step by step; times advance with every step."""
+
+    def __init__(self, name: str, agent: str = "assistant", model: str = "gpt-4.1-mini") -> None:
+        self.name, self.agent, self.model = name, agent, model
+        digest = hashlib.sha256(name.encode()).digest()
+        self.trace_id = digest[:16]
+        self._n = 0
+        self.root_id = self._id()
+        self.spans: list[Span] = []
+        self.clock = START_NS
+        self.prompt = 800  # input tokens of the next model call: the history grows
+        self.root_attrs: dict[str, Any] = {}
+        self.root_status: Status | None = None
+        self.conversation = name
+
+    def _id(self) -> bytes:
+        self._n += 1
+        return hashlib.sha256(self.trace_id + self._n.to_bytes(4, "big")).digest()[:8]
+
+    def _span(self, name: str, kind: int, attrs: dict[str, Any], ms: int, status: Status | None = None,
+              parent: bytes | None = None) -> None:
+        start = self.clock
+        self.clock += ms * MS
+        self.spans.append(Span(trace_id=self.trace_id, span_id=self._id(), parent_span_id=parent or self.root_id,
+                               name=name, kind=kind, start_time_unix_nano=start, end_time_unix_nano=self.clock,
+                               attributes=[KeyValue(key=k, value=_value(v)) for k, v in attrs.items() if v is not None],
+                               status=status or Status()))
+        self.clock += 5 * MS
+
+    def llm(self, text: str = "", calls: list[tuple[str, Any]] | tuple = (), *, agent: str | None = None,
+            input_tokens: int | None = None, output_tokens: int = 60) -> Run:
+        parts: list[dict[str, Any]] = [{"type": "text", "content": text}] if text else []
+        parts += [{"type": "tool_call", "id": f"call_{i}", "name": n, "arguments": a} for i, (n, a) in enumerate(calls)]
+        finish = "tool_call" if calls else "stop"
+        tokens = self.prompt if input_tokens is None else input_tokens
+        self._span(f"chat {self.model}", Span.SpanKind.SPAN_KIND_CLIENT, {
+            "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": self.model,
+            "gen_ai.agent.name": agent or self.agent, "gen_ai.conversation.id": self.conversation,
+            "gen_ai.response.finish_reasons": [finish], "gen_ai.usage.input_tokens": tokens,
+            "gen_ai.usage.output_tokens": output_tokens,
+            "gen_ai.output.messages": [{"role": "assistant", "parts": parts, "finish_reason": finish}]}, 700)
+        self.prompt = tokens + output_tokens + 150
+        return self
+
+    def tool(self, name: str, args: Any, result: Any = "ok", *, error: str | None = None,
+             agent: str | None = None) -> Run:
+        attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.type": "function",
+                 "gen_ai.agent.name": agent or self.agent, "gen_ai.tool.call.arguments": args,
+                 "gen_ai.tool.call.result": result, "error.type": error}
+        self._span(f"execute_tool {name}", Span.SpanKind.SPAN_KIND_INTERNAL, attrs, 200,
+                   Status(code=ERROR, message=error) if error else None)
+        return self
+
+    def call(self, name: str, args: Any, result: Any = "ok", text: str = "", **kw: Any) -> Run:
+        """A model call asking for one tool, then that tool's execution."""
+        return self.llm(text, [(name, args)]).tool(name, args, result, **kw)
+
+    def answer(self, text: str) -> Run:
+        return self.llm(text)
+
+    def fail_root(self, error_type: str) -> Run:
+        self.root_attrs["error.type"] = error_type
+        self.root_status = Status(code=ERROR, message=error_type)
+        return self
+
+    def request(self) -> ExportTraceServiceRequest:
+        root = Span(trace_id=self.trace_id, span_id=self.root_id, name=f"invoke_agent {self.agent}",
+                    kind=Span.SpanKind.SPAN_KIND_INTERNAL, start_time_unix_nano=START_NS - MS,
+                    end_time_unix_nano=self.clock,
+                    attributes=[KeyValue(key=k, value=_value(v)) for k, v in {
+                        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": self.agent,
+                        "gen_ai.provider.name": "openai", "gen_ai.request.model": self.model,
+                        **self.root_attrs}.items()],
+                    status=self.root_status or Status())
+        resource = Resource(attributes=[KeyValue(key="service.name", value=_value("scenario-" + self.agent))])
+        scope = ScopeSpans(scope=InstrumentationScope(name="scenarios"), spans=[root, *self.spans])
+        return ExportTraceServiceRequest(resource_spans=[ResourceSpans(resource=resource, scope_spans=[scope])])
+
+
+# --- the scenarios: each function yields (name, modes, run) -------------------------------------------------
+
+Built = tuple[str, set[str], Run]
+DOMAINS = [  # (read tool, its args, write tool, its args, check tool)
+    ("get_order", {"order_id": "W1001"}, "cancel_order", {"order_id": "W1001", "reason": "no longer needed"},
+     "get_order"),
+    ("get_reservation", {"reservation_id": "R77"}, "update_reservation", {"reservation_id": "R77", "seat": "12A"},
+     "get_reservation"),
+    ("get_ticket", {"ticket_id": 4411}, "update_ticket", {"ticket_id": 4411, "status": "resolved"}, "get_ticket"),
+]
+
+
+def _healthy(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str) -> Iterator[Built]:
+    r = Run(f"{tag}-healthy")
+    r.call(read, rargs, {"id": 1, "status": "open"}).call(write, wargs, {"id": 1, "status": "done"})
+    yield r.name, set(), r.answer("Your request is complete: the record now shows status done.")
+    r = Run(f"{tag}-confirmation")  # asks the user, then acts: a confirmation turn, not a repeat
+    r.call(read, rargs, {"id": 1, "status": "open"}).answer("I found it. Shall I go ahead? Please confirm (yes/no).")
+    r.call(read, rargs, {"id": 1, "status": "open"}).call(write, wargs, {"id": 1, "status": "done"})
+    yield r.name, set(), r.answer("Done: the record now shows status done.")
+    r = Run(f"{tag}-long-healthy")  # a long run of distinct steps
+    for i in range(24):
+        r.call(read, {**rargs, "page": i}, {"page": i, "items": [i, i + 1]})
+    yield r.name, set(), r.answer("Here is the summary of all 24 pages you asked for.")
+
+
+def _repetition(tag: str, read: str, rargs: Any, *_: Any) -> Iterator[Built]:
+    r = Run(f"{tag}-same-lookup")
+    for _ in range(4):
+        r.call(read, rargs, {"id": 1, "status": "open"})
+    yield r.name, {"FM-1.3"}, r.answer("The record is open.")
+    r = Run(f"{tag}-polling")  # polling a status that changes
+    for status in ("pending", "pending", "running", "succeeded"):
+        r.call("get_job_status", {"job": 7}, {"status": status})
+    yield r.name, set(), r.answer("The job succeeded.")
+    r = Run(f"{tag}-retry-after-timeout")
+    r.call(read, rargs, "timeout while contacting the backend", error="TimeoutError")
+    r.call(read, rargs, {"id": 1, "status": "open"})
+    yield r.name, set(), r.answer("The record is open.")
+    r = Run(f"{tag}-reread-after-change")
+    r.call("read_file", {"path": "app.py"}, "def main(:\n    pass").call("edit_file", {"path": "app.py", "line": 1},
+                                                                        "edited")
+    r.call("read_file", {"path": "app.py"}, "def main():\n    pass")
+    yield r.name, set(), r.answer("The syntax error is fixed; the file reads correctly now.")
+
+
+def _termination(tag: str, read: str, rargs: Any, *_: Any) -> Iterator[Built]:
+    for framework, error in (("langgraph", "GraphRecursionError"), ("openai-agents", "MaxTurnsExceeded"),
+                             ("smolagents", "AgentMaxStepsError")):
+        r = Run(f"{tag}-{framework}-limit")
+        for i in range(6):
+            r.call(read, {**rargs, "try": i}, {"id": 1, "status": "open"})
+        yield r.name, {"FM-1.5"}, r.fail_root(error)
+    r = Run(f"{tag}-crewai-limit-text")
+    for i in range(5):
+        r.call(read, {**rargs, "try": i}, {"id": 1, "status": "open"})
+    yield r.name, {"FM-1.5"}, r.answer("Agent stopped due to iteration limit or time limit.")
+    r = Run(f"{tag}-other-exception")  # an ordinary failure of the run is not a limit
+    r.call(read, rargs, {"id": 1})
+    r.fail_root("ValueError")
+    yield r.name, set(), r.answer("Here is the record.")
+
+
+def _endings(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str) -> Iterator[Built]:
+    r = Run(f"{tag}-stops-after-error")
+    r.call(read, rargs, "record not found", error="NotFoundError")
+    yield r.name, {"FM-3.1"}, r.answer("Sorry, I cannot help with that.")
+    r = Run(f"{tag}-stops-after-error-text")  # the failure is only in the result text
+    r.call(read, rargs, "ERROR: no data found for this id")
+    yield r.name, {"FM-3.1"}, r.answer("There is nothing I can do here.")
+    r = Run(f"{tag}-cut-off")  # stopped before the model saw the result it asked for, as a step limit does
+    r.call(read, rargs, {"id": 1, "status": "open"}).llm("", [(write, wargs)]).tool(write, wargs, {"status": "done"})
+    yield r.name, {"FM-1.5"}, r
+    r = Run(f"{tag}-error-then-recovered")
+    r.call(read, rargs, "record not found", error="NotFoundError").call(read, {**rargs, "alt": True}, {"id": 1})
+    yield r.name, set(), r.answer("Found it under the alternative id.")
+    r = Run(f"{tag}-ends-with-submit")
+    r.call(read, rargs, {"id": 1}).llm("", [("submit", {"answer": "1"})]).tool("submit", {"answer": "1"}, "")
+    yield r.name, set(), r
+    r = Run(f"{tag}-claims-after-error")
+    r.call(read, rargs, {"id": 1}).call(write, wargs, "error: payment method declined", error="PaymentError")
+    yield r.name, {"FM-3.3"}, r.answer("All set! Your request has been completed successfully.")
+    r = Run(f"{tag}-honest-after-error")  # says it failed: ended early, no false claim
+    r.call(read, rargs, {"id": 1}).call(write, wargs, "error: payment method declined", error="PaymentError")
+    yield r.name, {"FM-3.1"}, r.answer("I could not complete it: the payment method was declined.")
+
+
+def _verification(tag: str, *_: Any) -> Iterator[Built]:
+    svc = {"service": f"{tag}-api", "namespace": "prod"}
+    r = Run(f"{tag}-restart-unchecked", agent="sre-agent")
+    r.call("get_pod_logs", svc, "OOMKilled").call("restart_deployment", svc, "deployment restarted")
+    yield r.name, {"FM-3.2"}, r.answer("I restarted the deployment; the incident is handled.")
+    r = Run(f"{tag}-restart-checked", agent="sre-agent")
+    r.call("get_pod_logs", svc, "OOMKilled").call("restart_deployment", svc, "deployment restarted")
+    r.call("get_deployment_status", svc, {"ready": "3/3"})
+    yield r.name, set(), r.answer("Restarted; all 3 replicas are ready again.")
+    r = Run(f"{tag}-scale-queued", agent="sre-agent")  # the change is only acknowledged (content)
+    r.call("get_metrics", svc, {"cpu": 0.97}).call("set_replicas", {**svc, "replicas": 6}, "accepted: request queued")
+    yield r.name, {"FM-3.2"}, r.answer("Scaled to 6 replicas.")
+    r = Run(f"{tag}-check-fails-claimed", agent="sre-agent")
+    r.call("apply_config", {**svc, "memory": "2Gi"}, "configured")
+    r.call("get_deployment_status", svc, "error: CrashLoopBackOff (2/3 pods failing)", error="CheckFailed")
+    yield r.name, {"FM-3.3"}, r.answer("The new memory limit has been applied and the service is fixed.")
+    r = Run(f"{tag}-check-fails-then-fixed", agent="sre-agent")
+    r.call("apply_config", {**svc, "memory": "2Gi"}, "configured")
+    r.call("get_deployment_status", svc, "error: CrashLoopBackOff", error="CheckFailed")
+    r.call("apply_config", {**svc, "memory": "4Gi"}, "configured").call("get_deployment_status", svc, {"ready": "3/3"})
+    yield r.name, set(), r.answer("The service is fixed: all 3 pods are ready with 4Gi.")
+
+
+def _history(tag: str, read: str, rargs: Any, *_: Any) -> Iterator[Built]:
+    r = Run(f"{tag}-prompt-collapse")
+    for i, tokens in enumerate((1200, 3400, 6100, 9000)):
+        r.llm("", [(read, {**rargs, "n": i})], input_tokens=tokens).tool(read, {**rargs, "n": i}, {"n": i})
+    r.llm("", [(read, {**rargs, "n": 9})], input_tokens=3000).tool(read, {**rargs, "n": 9}, {"n": 9})
+    yield r.name, {"FM-1.4"}, r.answer("What was the order id again?")
+    r = Run(f"{tag}-restarts-from-scratch")  # the prompt falls back to its first size: the dialogue restarted
+    for i, tokens in enumerate((1200, 3400, 6100, 9000)):
+        r.llm("", [(read, {**rargs, "n": i})], input_tokens=tokens).tool(read, {**rargs, "n": i}, {"n": i})
+    r.llm("", [(read, {**rargs, "n": 0})], input_tokens=1250).tool(read, {**rargs, "n": 0}, {"n": 0})
+    yield r.name, {"FM-2.1"}, r.answer("Let me start over: what can I do for you?")
+    r = Run(f"{tag}-new-conversation-redo")
+    r.call(read, rargs, {"id": 1}).call("lookup_policy", {"topic": "refunds"}, "30 days")
+    r.conversation = f"{tag}-second-session"
+    r.call(read, rargs, {"id": 1})
+    yield r.name, {"FM-2.1"}, r.answer("Here is your record.")
+    r = Run(f"{tag}-handoff-new-conversation")  # another agent takes over in its own conversation: no reset
+    r.call(read, rargs, {"id": 1})
+    r.agent, r.conversation = "billing-agent", f"{tag}-billing"
+    r.call("get_invoice", {"order": 1}, {"total": 10})
+    yield r.name, set(), r.answer("Your invoice total is 10.")
+    r = Run(f"{tag}-summarised-history")  # a gentle trim (70%) is not a collapse
+    for i, tokens in enumerate((1200, 3400, 6100, 9000, 6500, 7000)):
+        r.llm("", [(read, {**rargs, "n": i})], input_tokens=tokens).tool(read, {**rargs, "n": i}, {"n": i})
+    yield r.name, set(), r.answer("Done with all six lookups.")
+    r = Run(f"{tag}-two-agents")  # a planner with a small prompt next to a worker with a growing one
+    for i, tokens in enumerate((2500, 5200, 8300)):
+        r.llm("", [(read, {**rargs, "n": i})], input_tokens=tokens).tool(read, {**rargs, "n": i}, {"n": i})
+        r.llm(f"Next: step {i + 1}.", agent="planner", input_tokens=600)
+    yield r.name, set(), r.answer("All steps are done.")
+
+
+def _mismatch(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str) -> Iterator[Built]:
+    r = Run(f"{tag}-says-x-does-y")
+    r.llm("I will call search_flights to find options.", [("search_hotels", {"city": "Rome"})])
+    r.tool("search_hotels", {"city": "Rome"}, [{"hotel": "Roma"}])
+    yield r.name, {"FM-2.6"}, r.answer("Here are hotel options in Rome.")
+    r = Run(f"{tag}-says-fix-repeats")
+    r.call("edit", {"command": "edit 10:12 x = (1"}, "SyntaxError: unmatched '('")
+    r.llm("I will correct the syntax and try the edit again.", [("edit", {"command": "edit 10:12 x = (1"})])
+    r.tool("edit", {"command": "edit 10:12 x = (1"}, "SyntaxError: unmatched '('")
+    r.call("edit", {"command": "edit 10:12 x = (1)"}, "File updated.")
+    yield r.name, {"FM-2.6"}, r.answer("The edit is in place.")
+    r = Run(f"{tag}-says-x-does-x")
+    r.llm(f"I will call {read} to look it up.", [(read, rargs)]).tool(read, rargs, {"id": 1})
+    yield r.name, set(), r.answer("Found it.")
+
+
+def _ignored(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str) -> Iterator[Built]:
+    r = Run(f"{tag}-goes-on-after-failed-write")
+    r.call(write, wargs, "error: the record is locked", error="LockedError")
+    r.call("send_confirmation_email", {"to": "user@example.com"}, "sent")
+    yield r.name, {"FM-2.5"}, r.answer("I sent you the confirmation.")
+    r = Run(f"{tag}-investigates-failed-write")
+    r.call(write, wargs, "error: the record is locked", error="LockedError").call(read, rargs, {"locked": False})
+    r.call(write, wargs, {"status": "done"})
+    yield r.name, set(), r.answer("It was locked briefly; the change is now done.")
+
+
+GENERATORS: list[Callable[..., Iterator[Built]]] = [_healthy, _repetition, _termination, _endings, _verification,
+                                                    _history, _mismatch, _ignored]
+
+
+def scenarios() -> list[Scenario]:
+    out = []
+    for d, domain in enumerate(DOMAINS):
+        for generate in GENERATORS:
+            for name, modes, run in generate(f"d{d}", *domain):
+                out.append(Scenario(name, frozenset(modes), run.request()))
+    return out

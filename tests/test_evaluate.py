@@ -1,0 +1,86 @@
+"""`mastwatch eval` and its labelled corpus: labels keyed to the corpus, a stable stratified split, kappa."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from mastwatch.evaluate import (
+    LabelledRun,
+    annotator_agreement,
+    cohen_kappa,
+    kappa_from_counts,
+    label_key,
+    load_labels,
+    score,
+    split,
+)
+from tests.otlp_corpus import corpus
+
+LABELS = Path(__file__).parent / "data" / "labels"
+MASTWATCH = [sys.executable, "-m", "mastwatch.cli"]
+
+
+def test_every_label_file_covers_the_same_runs_of_the_corpus() -> None:
+    final = load_labels(LABELS / "final.json")
+    runs = {label_key(run_id) for source, run_id, _ in corpus() if source != "openinference-vercel"}
+    assert set(final) == runs and len(final) == 57
+    for name in ("annotator_a.json", "annotator_b.json"):
+        assert set(load_labels(LABELS / name)) == runs
+    data = json.loads((LABELS / "final.json").read_text())
+    for run, entry in data.items():  # every label cites its evidence and says why
+        for code, label in entry["modes"].items():
+            assert label["evidence"] and label["reason"], (run, code)
+
+
+def test_split_is_stable_stratified_and_about_a_third() -> None:
+    labels = load_labels(LABELS / "final.json")
+    parts = split(labels)
+    assert parts == split(dict(reversed(list(labels.items()))))  # order of the file does not matter
+    test = [r for r, p in parts.items() if p == "test"]
+    assert 15 <= len(test) <= 22
+    for mode in ("FM-1.5", "FM-3.1"):  # labelled on two runs or more: one in each part
+        assert {parts[r] for r, m in labels.items() if mode in m} == {"dev", "test"}
+
+
+def test_kappa() -> None:
+    assert cohen_kappa([True, False, True, False], [True, False, True, False]) == 1.0
+    assert kappa_from_counts(0, 0, 0, 10) is None  # nothing labelled by either: undefined
+    assert round(kappa_from_counts(20, 5, 10, 15), 3) == 0.4  # the textbook 2x2 example
+    agreement = annotator_agreement(LABELS)
+    assert agreement["decisions"] == 57 * 14 and 0.7 < agreement["kappa"] < 0.85
+
+
+def test_scores_and_confusion() -> None:
+    runs = [LabelledRun("a", [], frozenset({"FM-3.1"}), "dev"), LabelledRun("b", [], frozenset(), "dev"),
+            LabelledRun("c", [], frozenset({"FM-1.5"}), "dev")]
+    report = score(runs, {"a": {"FM-3.1"}, "b": {"FM-3.1"}, "c": {"FM-3.1"}}, ["FM-2.3"])
+    s = report.modes["FM-3.1"]
+    assert (s.tp, s.fp, s.fn, s.precision, s.recall) == (1, 2, 0, 1 / 3, 1.0)
+    assert report.modes["FM-1.5"].recall == 0.0 and report.modes["FM-1.5"].precision is None
+    assert report.confusion == {("FM-3.1", "FM-3.1"): 1, ("FM-3.1", "none"): 1, ("FM-3.1", "FM-1.5"): 1}
+    assert ("c", "fn", "FM-1.5") in report.errors
+
+
+def test_eval_command_json_and_table(tmp_path: Path) -> None:
+    result = subprocess.run([*MASTWATCH, "eval", "--corpus", "all", "--split", "dev", "--json",
+                             "--labels", str(LABELS)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert set(out) >= {"real_dev", "scenarios", "annotator_kappa"} and "real_test" not in out
+    assert out["real_dev"]["runs"] == 38 and out["scenarios"]["runs"] >= 90
+    assert out["real_dev"]["not_assessed"] == ["FM-1.1", "FM-1.2", "FM-2.2", "FM-2.3", "FM-2.4"]
+    for code, mode in out["scenarios"]["modes"].items():
+        if code not in out["scenarios"]["not_assessed"]:
+            assert mode["precision"] is not None and mode["precision"] >= 0.8, code
+    table = subprocess.run([*MASTWATCH, "eval", "--corpus", "scenarios", "--content", "off"],
+                           capture_output=True, text=True, timeout=300)
+    assert table.returncode == 0 and "FM-2.3  Task derailment" in table.stdout and "not assessed" in table.stdout
+
+
+def test_eval_outside_a_checkout_is_a_clear_error(tmp_path: Path) -> None:
+    result = subprocess.run([*MASTWATCH, "eval", "--corpus", "real"], capture_output=True, text=True, timeout=120,
+                            cwd=tmp_path)
+    assert result.returncode == 2 and "--labels" in result.stderr

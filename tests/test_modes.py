@@ -1,0 +1,201 @@
+"""The MAST detectors beyond FM-1.3, through the whole processor path, on generated runs: positives fire with
+evidence and a reason, look-alikes stay silent, content-only signals go quiet with content off."""
+
+from __future__ import annotations
+
+import pytest
+
+from mastwatch.collector.assemble import END_OF_INPUT, Trace
+from mastwatch.collector.classify.engine import ClassifierEngine
+from mastwatch.collector.classify.modes import MODES
+from mastwatch.collector.classify.tools import ToolClassifier, ToolEffect, ToolsConfig
+from mastwatch.collector.normalize.limits import limit_hit
+from mastwatch.collector.processor import Processor, ProcessorConfig
+from mastwatch.collector.receiver.decode import records
+from mastwatch.collector.verdict import Verdict
+from mastwatch.evaluate import without_content
+from mastwatch.scenarios import Run, scenarios
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.verdicts: list[Verdict] = []
+
+    def export_increment(self, increment) -> None:
+        pass
+
+    def export_verdict(self, verdict: Verdict, increment) -> None:
+        self.verdicts.append(verdict)
+
+    def shutdown(self) -> None:
+        pass
+
+
+def classify(run: Run, content: bool = True, config: ProcessorConfig | None = None) -> Verdict:
+    sink = Sink()
+    processor = Processor(config or ProcessorConfig(), [sink])
+    spans = records(run.request()).spans
+    processor.process(spans if content else without_content(spans), now=0.0)
+    processor.drain(END_OF_INPUT)
+    (verdict,) = sink.verdicts
+    return verdict
+
+
+SCENARIOS = {s.name: s for s in scenarios()}
+
+
+@pytest.mark.parametrize("name", sorted(n for n in SCENARIOS if n.startswith("d0-")))
+def test_every_scenario_gets_its_labels_with_content_on(name: str) -> None:
+    from mastwatch.evaluate import classify as classify_runs
+    from mastwatch.evaluate import scenario_runs
+
+    run = next(r for r in scenario_runs() if r.run_id == name)
+    found, _ = classify_runs([run])
+    assert found[name] == set(run.modes)
+
+
+def test_findings_carry_span_evidence_reason_and_basis() -> None:
+    for name in ("d0-stops-after-error", "d0-restart-unchecked", "d0-check-fails-claimed", "d0-langgraph-limit",
+                 "d0-prompt-collapse", "d0-goes-on-after-failed-write", "d0-says-x-does-y"):
+        sink = Sink()
+        processor = Processor(ProcessorConfig(), [sink])
+        spans = records(SCENARIOS[name].request).spans
+        processor.process(spans, now=0.0)
+        processor.drain(END_OF_INPUT)
+        ids = {s.span_id.hex() for s in spans}
+        out = sink.verdicts[0].to_dict()
+        assert out["failure_modes"], name
+        for code, mode in out["failure_modes"].items():
+            assert mode["evidence"] and set(mode["evidence"]) <= ids, (name, code)
+            assert mode["reason"] and mode["basis"] in ("structure", "content"), (name, code)
+
+
+def test_structure_alone_settles_limits_endings_and_unchecked_changes() -> None:
+    expected = {"d0-langgraph-limit": "FM-1.5", "d0-cut-off": "FM-1.5", "d0-stops-after-error": "FM-3.1",
+                "d0-restart-unchecked": "FM-3.2", "d0-check-fails-claimed": "FM-3.3",
+                "d0-prompt-collapse": "FM-1.4", "d0-goes-on-after-failed-write": "FM-2.5"}
+    for name, code in expected.items():
+        sink = Sink()
+        processor = Processor(ProcessorConfig(), [sink])
+        processor.process(without_content(records(SCENARIOS[name].request).spans), now=0.0)
+        processor.drain(END_OF_INPUT)
+        finding = sink.verdicts[0].findings.get(code)
+        assert finding is not None and finding.basis == "structure", name
+
+
+def test_content_only_signals_need_content() -> None:
+    run = Run("claim").call("update_ticket", {"id": 1}, "error: locked", error="LockedError")
+    run.answer("The ticket has been updated successfully.")
+    assert set(classify(run).findings) == {"FM-3.3"}
+    assert set(classify(run, content=False).findings) == {"FM-3.1"}  # the claim is not seen: it ended on an error
+    said = Run("said").llm("I will call search_flights now.", [("search_hotels", {"city": "Oslo"})])
+    said.tool("search_hotels", {"city": "Oslo"}, "[]").answer("No hotels.")
+    assert classify(said).findings["FM-2.6"].basis == "content"
+    assert "FM-2.6" not in classify(said, content=False).findings
+
+
+def test_a_retry_that_passes_resolves_the_error() -> None:
+    run = Run("retry").call("get_status", {"id": 1}, "timeout", error="TimeoutError")
+    run.call("get_status", {"id": 1}, {"status": "ok"}).answer("All good.")
+    assert not classify(run).findings
+
+
+def test_final_tools_end_a_run_by_design() -> None:
+    run = Run("submits").call("read_file", {"path": "a"}, "x").llm("", [("submit", {})]).tool("submit", {}, "")
+    assert not classify(run).findings
+    custom = ProcessorConfig(tools=ToolsConfig(final=["deliver*"]))
+    run = Run("delivers").call("read_file", {"path": "a"}, "x").llm("", [("deliver", {})]).tool("deliver", {}, "")
+    assert set(classify(run).findings) == {"FM-1.5"}
+    assert not classify(run, config=custom).findings
+
+
+def test_verification_patterns_are_configurable() -> None:
+    run = Run("flush").call("flush_cache", {"region": "eu"}, "flushed").answer("Cache flushed.")
+    assert not classify(run).findings
+    config = ProcessorConfig(detectors={"FM-3.2": {"needs_check": ["flush_*"]}},
+                             tools=ToolsConfig(state_changing=["flush_*"]))
+    assert set(classify(run, config=config).findings) == {"FM-3.2"}
+
+
+def test_role_and_confirmation_rules_fire_only_when_configured() -> None:
+    run = Run("roles", agent="triage").call("get_ticket", {"id": 1}, {"id": 1})
+    run.call("refund_payment", {"id": 1}, {"refunded": True}).answer("Refunded.")
+    assert not classify(run).findings
+    config = ProcessorConfig(detectors={"FM-1.2": {"enabled": True, "roles": {"triage": ["get_*"]}},
+                                        "FM-1.1": {"enabled": True, "confirm_tools": ["refund_*"]}})
+    findings = classify(run, config=config).findings
+    assert set(findings) == {"FM-1.1", "FM-1.2"} and "refund_payment" in findings["FM-1.2"].reason
+    asked = Run("asked", agent="triage").call("get_ticket", {"id": 1}, {"id": 1}).answer("Refund it? (yes/no)")
+    asked.call("refund_payment", {"id": 1}, {"refunded": True}).answer("Refunded.")
+    assert set(classify(asked, config=config).findings) == {"FM-1.2"}
+
+
+def test_verdict_lists_the_modes_not_assessed() -> None:
+    verdict = classify(Run("plain").call("get_order", {"id": 1}, {"id": 1}).answer("Here it is."))
+    out = verdict.to_dict()
+    assert out["not_assessed"] == ["FM-1.1", "FM-1.2", "FM-2.2", "FM-2.3", "FM-2.4"]
+    config = ProcessorConfig(detectors={"FM-3.2": {"enabled": False}})
+    assert "FM-3.2" in classify(Run("x").answer("hi"), config=config).to_dict()["not_assessed"]
+    assert set(out["not_assessed"]) <= set(MODES)
+
+
+def test_tools_are_told_apart_by_name_pattern_and_override() -> None:
+    tools = ToolClassifier(ToolsConfig(read_only=["kubectl_get*"], state_changing=["kubectl_*"],
+                                       overrides={"get_and_reset": "state_changing"}))
+    assert tools.effect("get_order") is ToolEffect.READ_ONLY
+    assert tools.effect("searchFlights") is ToolEffect.READ_ONLY
+    assert tools.effect("cancel_order") is ToolEffect.STATE_CHANGING
+    assert tools.effect("restartPod") is ToolEffect.STATE_CHANGING
+    assert tools.effect("kubectl_apply") is ToolEffect.STATE_CHANGING
+    assert tools.effect("kubectl_get_pods") is ToolEffect.STATE_CHANGING  # state_changing patterns come first
+    assert tools.effect("get_and_reset") is ToolEffect.STATE_CHANGING
+    assert tools.effect("python") is ToolEffect.UNKNOWN and tools.effect(None) is ToolEffect.UNKNOWN
+    assert ToolClassifier(ToolsConfig(infer_from_names=False)).effect("get_order") is ToolEffect.UNKNOWN
+
+
+def test_limit_errors_of_the_frameworks() -> None:
+    for name in ("GraphRecursionError", "langgraph.errors.GraphRecursionError", "MaxTurnsExceeded",
+                 "AgentMaxStepsError", "UsageLimitExceeded", "LlmCallsLimitExceededError"):
+        assert limit_hit(name) == name
+    for name in ("RecursionError", "ValueError", "tool_error", "TimeoutError", "_OTHER"):
+        assert limit_hit(name) is None
+
+
+class _Broken:
+    """Makes one detector raise on every step."""
+
+    def observe(self, step):
+        raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize("code", ["FM-1.4", "FM-1.5", "FM-2.1", "FM-2.5", "FM-2.6", "FM-3.1", "FM-3.2", "FM-3.3"])
+def test_a_failing_new_detector_is_isolated_logged_and_counted(code: str, caplog) -> None:
+    errors: list[str] = []
+    engine = ClassifierEngine(on_detector_error=errors.append)
+    run = Run(f"broken-{code}")
+    for _ in range(3):
+        run.call("search_flights", {"to": "Rome"}, "[]")
+    spans = records(run.request()).spans
+    from mastwatch.collector.normalize import normalize_span
+
+    trace = Trace(spans[0].trace_id, 0.0, 0.0)
+    for record in spans[1:]:
+        step = normalize_span(record)
+        trace.add(step, 0.0)
+        if trace.classifier is None:
+            engine.observe(trace, step)
+            for detector in trace.classifier.detectors:
+                if detector.code == code:
+                    detector.observe = _Broken().observe
+            continue
+        engine.observe(trace, step)
+    assert errors == [code]
+    assert f"detector {code} failed" in caplog.text
+    assert "FM-1.3" in engine.finish(trace)  # the others went on
+
+
+def test_detectors_leave_configured_agents_alone() -> None:
+    run = Run("sre", agent="batch-bot").call("restart_deployment", {"svc": "a"}, "restarted").answer("Done.")
+    assert set(classify(run).findings) == {"FM-3.2"}
+    config = ProcessorConfig(detectors={"FM-3.2": {"skip_agents": ["batch-*"]}})
+    assert not classify(run, config=config).findings
