@@ -60,7 +60,7 @@ def test_failed_writes_are_queued_and_retried_until_the_store_recovers(tmp_path)
     from prometheus_client import CollectorRegistry
 
     from mastwatch.exporter.prometheus import SelfMetrics
-    from mastwatch.exporter.store.schema import ddl
+    from mastwatch.exporter.store.schema import FINDINGS, TABLES, Layout, create_table
 
     telemetry = SelfMetrics(CollectorRegistry())
     store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05), telemetry)
@@ -72,7 +72,7 @@ def test_failed_writes_are_queued_and_retried_until_the_store_recovers(tmp_path)
         while telemetry.store_errors._value.get() < 2:
             assert time.monotonic() < deadline, "the failing insert was not retried"
             time.sleep(0.05)
-        for statement in ddl("mastwatch"):
+        for statement in create_table(TABLES[FINDINGS], Layout()):
             store.engine.command(statement)
         assert store.flush(timeout=60)
         assert [int(r["n"]) for r in store.query("SELECT count() AS n FROM mastwatch.mast_traces")] == [3]  # once
