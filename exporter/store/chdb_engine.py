@@ -42,12 +42,17 @@ class ChdbEngine:
     def query(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Rows as dicts; `params` fill {name:Type} placeholders."""
         with self._lock:
-            result = self._session.query(sql, "JSONEachRow", params={k: str(v) for k, v in (params or {}).items()})
+            result = self._session.query(sql, "JSONEachRow", params={k: _escaped(v) for k, v in (params or {}).items()})
         return [json.loads(line) for line in result.bytes().splitlines() if line.strip()]
 
     def close(self) -> None:
         with self._lock:
             self._session.close()
+
+
+def _escaped(value: Any) -> str:
+    """A query parameter's value as ClickHouse reads it (escaped text, as in TabSeparated)."""
+    return str(value).replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
 
 
 def _literal(text: str) -> str:
