@@ -94,18 +94,21 @@ def open_engine(config: StoreConfig) -> Engine:
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def trace_row(v: Verdict) -> list[Any]:
-    """A mast_traces row, in column order."""
+def trace_row(v: Verdict, started: str | None = None) -> list[Any]:
+    """A mast_traces row, in column order (`started`: rfc3339 of the start, when already formatted)."""
     waste = v.waste
-    wasted_input = waste.token_total("input") + waste.token_total("cache_read") + waste.token_total("cache_write")
-    return [v.trace_id, v.service, v.agent, v.models, rfc3339(v.started_at_ns), rfc3339(v.ended_at_ns), v.completion,
-            v.steps, v.llm_calls, v.tool_calls, v.input_tokens, v.output_tokens, v.cost_usd, sorted(v.findings),
-            waste.repeated_steps, wasted_input, waste.token_total("output"), v.wasted_cost_usd]
+    wasted = dict.fromkeys(("input", "output", "cache_read", "cache_write"), 0)
+    for (_, kind), n in waste.tokens.items():
+        wasted[kind] += n
+    return [v.trace_id, v.service, v.agent, v.models, started or rfc3339(v.started_at_ns), rfc3339(v.ended_at_ns),
+            v.completion, v.steps, v.llm_calls, v.tool_calls, v.input_tokens, v.output_tokens, v.cost_usd,
+            sorted(v.findings), waste.repeated_steps, wasted["input"] + wasted["cache_read"] + wasted["cache_write"],
+            wasted["output"], v.wasted_cost_usd]
 
 
-def finding_rows(v: Verdict) -> list[list[Any]]:
+def finding_rows(v: Verdict, started: str | None = None) -> list[list[Any]]:
     """mast_findings rows, in column order."""
-    started = rfc3339(v.started_at_ns)
+    started = started or rfc3339(v.started_at_ns)
     return [[v.trace_id, v.service, v.agent, started, code, MODES[code].category, MODES[code].name, f.confidence,
              f.basis, [e.hex() for e in f.evidence], f.reason] for code, f in sorted(v.findings.items())]
 
@@ -118,20 +121,23 @@ def repeated_step_rows(v: Verdict) -> list[list[Any]]:
 
 def encode(v: Verdict) -> tuple[int, bytes]:
     """One verdict's rows as a queue record: a `table<TAB>JSON array` line per row."""
-    lines = [f"{TRACES}\t{_dumps(trace_row(v))}"]
-    lines += [f"{FINDINGS}\t{_dumps(row)}" for row in finding_rows(v)]
-    lines += [f"{REPEATED_STEPS}\t{_dumps(row)}" for row in repeated_step_rows(v)]
-    return len(lines), ("\n".join(lines) + "\n").encode()
+    started = rfc3339(v.started_at_ns)
+    lines = [f"{TRACES}\t{_dumps(trace_row(v, started))}\n"]
+    if v.findings:
+        lines += [f"{FINDINGS}\t{_dumps(row)}\n" for row in finding_rows(v, started)]
+    if v.waste.steps:
+        lines += [f"{REPEATED_STEPS}\t{_dumps(row)}\n" for row in repeated_step_rows(v)]
+    return len(lines), "".join(lines).encode()
 
 
 def decode(batch: Batch) -> dict[str, list[bytes]]:
     """A batch's rows by table (JSON arrays)."""
-    by_table: dict[str, list[bytes]] = {name: [] for name in TABLES}
+    by_table: dict[bytes, list[bytes]] = {name.encode(): [] for name in TABLES}
     for payload in batch.payloads:
         for line in payload.splitlines():
             table, _, row = line.partition(b"\t")
-            by_table[table.decode()].append(row)
-    return by_table
+            by_table[table].append(row)
+    return {table.decode(): rows for table, rows in by_table.items()}
 
 
 class StoreExporter:

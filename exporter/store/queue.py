@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 HEADER = struct.Struct("<III")  # payload bytes, rows, CRC-32 of the payload
 SEGMENT_BYTES = 64 << 20
+READ_BYTES = 1 << 20
 
 
 @dataclass
@@ -149,9 +150,28 @@ class DurableQueue:
         size, rows, _ = HEADER.unpack(os.pread(fd, HEADER.size, offset - base))
         return rows, HEADER.size + size
 
-    def _payload(self, offset: int, size: int) -> bytes:
+    def _records(self, start: int, stop: int, max_rows: int) -> tuple[int, int, list[bytes]]:
+        """Whole records from `start` (not past `stop`) while they hold at most `max_rows` rows (at least one
+        record): (end offset, rows, payloads). Reads in large chunks, not record by record."""
+        offset, rows, payloads = start, 0, []
+        buf, at = b"", start
+        while offset < stop:
+            if offset + HEADER.size > at + len(buf):
+                buf, at = self._read(offset, READ_BYTES), offset
+            size, n, _ = HEADER.unpack_from(buf, offset - at)
+            if rows and rows + n > max_rows:
+                break
+            framed = HEADER.size + size
+            if offset + framed > at + len(buf):
+                buf, at = self._read(offset, max(READ_BYTES, framed)), offset
+            payloads.append(buf[offset - at + HEADER.size:offset - at + framed])
+            rows += n
+            offset += framed
+        return offset, rows, payloads
+
+    def _read(self, offset: int, size: int) -> bytes:
         fd, base = self._fd(offset)
-        return os.pread(fd, size - HEADER.size, offset - base + HEADER.size)
+        return os.pread(fd, size, offset - base)
 
     # --- the exporter's side ---
     def append(self, rows: int, payload: bytes) -> int:
@@ -211,29 +231,19 @@ class DurableQueue:
             if self._sealed is None:
                 if self._next == self._end:
                     return None
-                start = end = self._next
-                rows = size = 0
-                while end < self._end:
-                    r, s = self._header(end)
-                    if rows and rows + r > max_rows:
-                        break
-                    rows, size, end = rows + r, size + s, end + s
+                start = self._next
+                end, rows, payloads = self._records(start, self._end, max_rows)
                 self._sealed, self._next = (start, end), end
-                self._sealed_rows, self._sealed_bytes = rows, size
+                self._sealed_rows, self._sealed_bytes = rows, end - start
                 self._rows -= rows
-                self._bytes -= size
+                self._bytes -= end - start
                 self._save_state()
                 attempts = 0
             else:  # sealed before a restart: its insert may have arrived
+                start, end = self._sealed
+                _, rows, payloads = self._records(start, end, max_rows=self._sealed_rows)
                 attempts = 1
-            start, end = self._sealed
-            payloads = []
-            offset = start
-            while offset < end:
-                _, size = self._header(offset)
-                payloads.append(self._payload(offset, size))
-                offset += size
-            self._batch = Batch(self.id, start, end, self._sealed_rows, payloads, attempts)
+            self._batch = Batch(self.id, start, end, rows, payloads, attempts)
             return self._batch
 
     def ack(self, batch: Batch) -> None:
