@@ -125,15 +125,33 @@ def producer(step: Step, llm_steps: list[Step]) -> Step | None:
     return best
 
 
+NO_TOKENS = (("input", 0), ("output", 0), ("cache_read", 0), ("cache_write", 0))
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatedStep:
+    """One repeated step and what it is charged with: the tokens and cost of the model call that produced
+    it, at the first repeated step that call produced (later ones are charged nothing, so the steps' figures
+    add up to the Waste's)."""
+
+    code: str  # the finding that marked it
+    step: Step
+    tool: str
+    model: str | None  # of the producing model call ("unknown" when unnamed, None when there was none)
+    tokens: tuple[tuple[str, int], ...]  # (type, tokens) as Step.tokens_by_type
+    cost_usd: float
+
+
 @dataclass
 class Waste:
-    """What repeated steps burnt: counts by tool, tokens by (model, type), cost by model."""
+    """What repeated steps burnt: counts by tool, tokens by (model, type), cost by model, and step by step."""
 
     repeated_by_tool: dict[str, int] = field(default_factory=dict)
     tokens: dict[tuple[str, str], int] = field(default_factory=dict)
     cost: dict[str, float] = field(default_factory=dict)
     producers: set[bytes] = field(default_factory=set)
     accounted: dict[str, int] = field(default_factory=dict)  # per finding code: repeated steps included
+    steps: list[RepeatedStep] = field(default_factory=list)
 
     @property
     def repeated_steps(self) -> int:
@@ -149,13 +167,17 @@ class Waste:
             self.repeated_by_tool[tool] = self.repeated_by_tool.get(tool, 0) + 1
             llm = producer(step, llm_steps)
             if llm is None or llm.span_id in self.producers:
+                model = (llm.model or "unknown") if llm else None
+                self.steps.append(RepeatedStep(code, step, tool, model, NO_TOKENS, 0.0))
                 continue
             self.producers.add(llm.span_id)
             model = llm.model or "unknown"
-            for kind, n in llm.tokens_by_type():
+            tokens = llm.tokens_by_type()
+            for kind, n in tokens:
                 if n:
                     self.tokens[(model, kind)] = self.tokens.get((model, kind), 0) + n
             price = pricer.cost(llm.model, llm.provider, (llm,))
             if price:
                 self.cost[model] = self.cost.get(model, 0.0) + price
+            self.steps.append(RepeatedStep(code, step, tool, model, tokens, price or 0.0))
         self.accounted[code] = len(repeated)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any
 
@@ -25,6 +25,15 @@ def rfc3339(ns: int) -> str:
     hours, seconds = divmod(seconds, 3600)
     minutes, seconds = divmod(seconds, 60)
     return f"{_day(days)}T{hours:02d}:{minutes:02d}:{seconds:02d}.{fraction:09d}Z"
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def rfc3339_ns(text: str) -> int:
+    """The inverse of rfc3339: nanoseconds since the epoch."""
+    day = datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    return (day - _EPOCH) // timedelta(seconds=1) * 1_000_000_000 + int(text[20:29])
 
 
 @dataclass

@@ -85,9 +85,18 @@ class SelfMetrics:
                                       "(max_label_values reached)", ["label"], registry=r)
         self.store_rows = Counter("mastwatch_store_rows_written", "Rows written to the store", ["table"],
                                   registry=r)
-        self.store_dropped = Counter("mastwatch_store_rows_dropped", "Rows dropped because max_queued_rows were "
-                                     "waiting for a failing store", registry=r)
+        self.store_dropped = Counter("mastwatch_store_rows_dropped", "Rows dropped from the store queue because "
+                                     "max_queued_rows or max_queued_mib were waiting", registry=r)
         self.store_errors = Counter("mastwatch_store_errors", "Failed store writes (retried)", registry=r)
+        self.store_retries = Counter("mastwatch_store_retries", "Batches sent to the store again (after a failed "
+                                     "write, or found in the queue at start)", registry=r)
+        self.store_queue_rows = Gauge("mastwatch_store_queue_rows", "Rows in the durable store queue", registry=r)
+        self.store_queue_bytes = Gauge("mastwatch_store_queue_bytes", "Bytes of the durable store queue on disk",
+                                       registry=r)
+        self.store_insert_latency = Histogram("mastwatch_store_insert_seconds", "Time of one insert into one "
+                                              "store table", registry=r,
+                                              buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                                                       2.5, 10.0))
         self._completed: dict[str, Any] = {}  # reason -> child (a handful of reasons)
         self.limit = lambda label, value: value  # replaced by the exporter's LabelLimiter
 
@@ -127,6 +136,26 @@ class SelfMetrics:
         self.in_flight.set(traces)
         self.buffered.set(spans)
         self.queued.set(queued)
+
+    # the store's StoreTelemetry protocol
+    def store_written(self, table: str, rows: int) -> None:
+        self.store_rows.labels(table).inc(rows)
+
+    def store_insert_seconds(self, seconds: float) -> None:
+        self.store_insert_latency.observe(seconds)
+
+    def store_failed(self) -> None:
+        self.store_errors.inc()
+
+    def store_retried(self) -> None:
+        self.store_retries.inc()
+
+    def store_dropped_rows(self, rows: int) -> None:
+        self.store_dropped.inc(rows)
+
+    def store_queue(self, rows: int, size: int) -> None:
+        self.store_queue_rows.set(rows)
+        self.store_queue_bytes.set(size)
 
 
 class PrometheusExporter:

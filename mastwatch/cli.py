@@ -1,9 +1,10 @@
-"""mastwatch serve | replay | eval | demo | dashboards | rules | report."""
+"""mastwatch serve | replay | eval | demo | schema | top | dashboards | rules | report."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import re
 import signal
 import sys
 import threading
@@ -179,6 +180,66 @@ def cmd_report(args: argparse.Namespace, config: Config) -> int:
     return main_report(config, Path(args.out), Path(args.png) if args.png else None, args.since)
 
 
+def cmd_schema(args: argparse.Namespace, config: Config) -> int:
+    from mastwatch.exporter.store.schema import Layout, ddl
+
+    layout = config.exporters.store.layout
+    layout = Layout(args.database or layout.database, layout.cluster if args.cluster is None else args.cluster,
+                    layout.ttl_days)
+    print(";\n\n".join(ddl(layout)) + ";")
+    return 0
+
+
+def cmd_top(args: argparse.Namespace, config: Config) -> int:
+    from mastwatch.exporter.store import open_engine
+    from mastwatch.exporter.store.queries import Filters, run, time_bound
+
+    now = time.time_ns()
+    try:
+        filters = Filters(time_bound(args.since, now), time_bound(args.until, now), args.service or "",
+                          args.agent or "", args.mode or "", args.limit)
+    except ValueError as e:
+        print(f"mastwatch top: {e}", file=sys.stderr)
+        return 2
+    store = config.exporters.store
+    try:
+        engine = open_engine(store)
+    except RuntimeError as e:  # chDB: a server holds the directory
+        print(f"mastwatch top: cannot open the store in {store.path} (stop the server using it, or query its "
+              f"ClickHouse server): {e}", file=sys.stderr)
+        return 1
+    try:
+        rows = run(engine, store.database, args.what, filters)
+    except Exception as e:
+        print(f"mastwatch top: query failed: {e}", file=sys.stderr)
+        return 1
+    finally:
+        engine.close()
+    print(format_table(rows) if rows else "(no rows)")
+    return 0
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """Aligned columns, numbers right-aligned."""
+    def text(value: Any) -> str:
+        if isinstance(value, list):
+            return ",".join(map(str, value))
+        if isinstance(value, float):
+            return f"{value:.6f}".rstrip("0").rstrip(".") if value else "0"
+        return str(value)
+
+    names = list(rows[0])
+    cells = [[text(row[name]) for name in names] for row in rows]
+    numeric = [all(isinstance(row[name], int | float) for row in rows) for name in names]
+    widths = [max(len(name), *(len(c[i]) for c in cells)) for i, name in enumerate(names)]
+
+    def line(values: list[str]) -> str:
+        aligned = (v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True))
+        return "  ".join(aligned).rstrip()
+
+    return "\n".join([line(names)] + [line(c) for c in cells])
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mastwatch", description="MAST failure modes and repeated-step spend "
                                      "for LLM-agent OpenTelemetry traces")
@@ -207,6 +268,21 @@ def build_parser() -> argparse.ArgumentParser:
     _server_flags(demo)
     demo.add_argument("--duration", type=float, default=0, help="stop after this many seconds (default: never)")
     demo.add_argument("--pace", type=float, default=0.3, help="seconds per simulated agent step")
+    schema = sub.add_parser("schema", help="print the store's DDL (the statements mastwatch applies at start)")
+    _common(schema)
+    schema.add_argument("--cluster", metavar="NAME", help="ReplicatedMergeTree and Distributed tables, ON CLUSTER "
+                        "NAME (default: exporters.store.cluster)")
+    schema.add_argument("--database", metavar="DB", type=_identifier, help="default: exporters.store.database")
+    top = sub.add_parser("top", help="what the store holds: waste by agent and tool, failure modes, failing traces")
+    _common(top)
+    top.add_argument("what", choices=["waste", "failures", "traces"])
+    top.add_argument("--since", default="24h", help="a duration back from now (24h, 7d) or a UTC time (default: 24h)")
+    top.add_argument("--until", default="now", help="now, a duration back from now, or a UTC time (default: now)")
+    top.add_argument("--service", help="only this service")
+    top.add_argument("--agent", help="only this agent")
+    top.add_argument("--mode", metavar="FM-x.y", help="traces: only those showing this failure mode")
+    top.add_argument("--limit", type=int, default=20, help="rows (default: 20)")
+    top.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
     dashboards = sub.add_parser("dashboards", help="write the Grafana dashboards and provisioning files")
     _common(dashboards)
     dashboards.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -225,6 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _identifier(value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a ClickHouse identifier")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -234,8 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"mastwatch: {e}", file=sys.stderr)
         return 2
-    commands = {"serve": cmd_serve, "replay": cmd_replay, "eval": cmd_eval, "demo": cmd_demo,
-                "dashboards": cmd_dashboards, "rules": cmd_rules, "report": cmd_report}
+    commands = {"serve": cmd_serve, "replay": cmd_replay, "eval": cmd_eval, "demo": cmd_demo, "schema": cmd_schema,
+                "top": cmd_top, "dashboards": cmd_dashboards, "rules": cmd_rules, "report": cmd_report}
     try:
         return commands[args.command](args, config)
     except OSError as e:  # a port in use, a store directory that cannot be written

@@ -91,6 +91,13 @@ def test_waste_counts_a_producer_once() -> None:
     assert waste.repeated_by_tool == {"search": 1, "lookup": 1} and waste.repeated_steps == 2
     assert waste.token_total("input") == 1_000 and waste.token_total("output") == 100
     assert waste.cost["gpt-4.1-mini"] == pytest.approx(price("gpt-4.1-mini", "openai", model_call), abs=1e-12)
+    # step by step: the first step the call produced carries its tokens and cost, the second nothing
+    first, second = waste.steps
+    assert (first.step, first.tool, first.model, dict(first.tokens)) == (
+        parallel[0], "search", "gpt-4.1-mini", {"input": 1_000, "output": 100, "cache_read": 0, "cache_write": 0})
+    assert first.cost_usd == waste.cost["gpt-4.1-mini"]
+    assert (second.step, second.model, sum(n for _, n in second.tokens), second.cost_usd) == (
+        parallel[1], "gpt-4.1-mini", 0, 0.0)
 
 
 def test_waste_is_incremental() -> None:
@@ -105,3 +112,7 @@ def test_waste_is_incremental() -> None:
                                                                        once.producers)
     assert twice.cost == pytest.approx(once.cost) and once.repeated_steps == 4
     assert once.token_total("cache_read") == 600 and once.token_total("input") == 10_000 - 600
+    assert [(r.step, r.tokens) for r in twice.steps] == [(r.step, r.tokens) for r in once.steps]
+    for kind in ("input", "output", "cache_read", "cache_write"):  # the steps' figures add up to the totals
+        assert sum(dict(r.tokens)[kind] for r in once.steps) == once.token_total(kind)
+    assert sum(r.cost_usd for r in once.steps) == pytest.approx(sum(once.cost.values()))

@@ -1,22 +1,54 @@
-"""The chDB store: its tables hold exactly the columns the exporter writes, and rows read back whole."""
+"""The chDB store: its tables hold exactly the columns the exporter writes, rows read back whole, migrations are
+versioned and idempotent, a retried batch is never doubled, and the cluster DDL parses."""
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from mastwatch.collector.classify.modes import MODES
-from mastwatch.collector.spend import Waste
-from mastwatch.collector.steps import Finding
+from mastwatch.collector.content import Content
+from mastwatch.collector.spend import RepeatedStep, Waste
+from mastwatch.collector.steps import Finding, StepKind
 from mastwatch.collector.verdict import Verdict
-from mastwatch.exporter.store import StoreConfig, StoreExporter
-from mastwatch.exporter.store.schema import COLUMNS
+from mastwatch.exporter.store import StoreConfig, StoreExporter, encode
+from mastwatch.exporter.store.schema import (
+    COLUMNS,
+    FINDINGS,
+    MIGRATIONS,
+    REPEATED_STEPS,
+    TABLES,
+    TRACES,
+    VERSION,
+    Layout,
+    ddl,
+    migrate,
+)
+from tests.test_spend import make_step
+
+MODEL = "gpt-4.1-mini"
 
 
-def _verdict() -> Verdict:
-    model = "gpt-4.1-mini"
-    waste = Waste(repeated_by_tool={"search": 2}, tokens={(model, "input"): 900, (model, "output"): 40},
-                  cost={model: 0.0004})
-    finding = Finding("FM-1.3", 0.9, [b"\x01" * 8, b"\x02" * 8], 'search called 3 times with {"q":"a\\tb\\n"}')
-    return Verdict("ab" * 16, "svc", "agent 'x'", [model], 1_700_000_000_123_456_789, 1_700_000_001_000_000_000,
-                   5, 3, 2, 1200, 60, 0.0006, {"FM-1.3": finding}, waste)
+def make_verdict(trace: int = 0xAB, service: str = "svc", agent: str = "agent 'x'", started_ns: int =
+                 1_700_000_000_123_456_789, tools: tuple[str, ...] = ("search", "search"), cost: float = 0.0004,
+                 modes: tuple[str, ...] = ("FM-1.3",)) -> Verdict:
+    """A verdict whose repeated steps are `tools`; the first step carries the producing call's spend."""
+    steps = [make_step(StepKind.TOOL, started_ns + i, started_ns + i + 1, tool=tool, args=Content({"q": "a\tb\n"}))
+             for i, tool in enumerate(tools)]
+    charged = (("input", 900), ("output", 40), ("cache_read", 0), ("cache_write", 0))
+    none = tuple((kind, 0) for kind, _ in charged)
+    waste = Waste(repeated_by_tool={t: tools.count(t) for t in tools}, tokens={(MODEL, "input"): 900,
+                  (MODEL, "output"): 40} if tools else {}, cost={MODEL: cost} if tools else {},
+                  steps=[RepeatedStep("FM-1.3", s, s.tool, MODEL, charged if i == 0 else none, cost if i == 0 else 0.0)
+                         for i, s in enumerate(steps)])
+    findings = {code: Finding(code, 0.9, [b"\x01" * 8, b"\x02" * 8], 'search called 3 times with {"q":"a\\tb\\n"}')
+                for code in modes}
+    return Verdict(f"{trace:032x}", service, agent, [MODEL], started_ns, started_ns + 1_000_000_000, 5, 3, 2, 1200,
+                   60, 0.0006, findings, waste)
+
+
+_verdict = make_verdict
 
 
 def test_rows_read_back_whole(tmp_path) -> None:
@@ -36,6 +68,16 @@ def test_rows_read_back_whole(tmp_path) -> None:
         assert finding["reason"] == verdict.findings["FM-1.3"].reason  # tabs, newlines, quotes survive
         assert finding["evidence"] == ["0101010101010101", "0202020202020202"]
         assert finding["name"] == MODES["FM-1.3"].name
+        steps = store.query("SELECT * FROM mastwatch.mast_repeated_steps ORDER BY started_at")
+        first = verdict.waste.steps[0].step
+        assert [r["span_id"] for r in steps] == [r.step.span_hex for r in verdict.waste.steps]
+        assert steps[0] == {"trace_id": verdict.trace_id, "span_id": first.span_hex, "service": "svc",
+                            "agent": "agent 'x'", "failure_mode": "FM-1.3", "tool": "search",
+                            "args_fingerprint": first.args_fingerprint, "model": MODEL, "uncached_input_tokens": 900,
+                            "output_tokens": 40, "cache_read_tokens": 0, "cache_write_tokens": 0, "cost_usd": 0.0004,
+                            "started_at": "2023-11-14 22:13:20.123456789"}
+        assert steps[1]["cost_usd"] == 0 and steps[1]["args_fingerprint"] == first.args_fingerprint
+        assert first.args_fingerprint > 2**53  # exact beyond a double's precision
     finally:
         store.shutdown()
 
@@ -44,13 +86,14 @@ def test_rfc3339_is_exact_to_the_nanosecond() -> None:
     import random
     from datetime import datetime, timezone
 
-    from mastwatch.collector.verdict import rfc3339
+    from mastwatch.collector.verdict import rfc3339, rfc3339_ns
 
     rng = random.Random(7)
     for ns in [0, 86_399_999_999_999, 1_700_000_000_123_456_789] + [rng.randrange(0, 4 * 10**18) for _ in range(2000)]:
         seconds, fraction = divmod(ns, 10**9)
         expected = datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
         assert rfc3339(ns) == f"{expected}.{fraction:09d}Z"
+        assert rfc3339_ns(rfc3339(ns)) == ns
 
 
 def test_failed_writes_are_queued_and_retried_until_the_store_recovers(tmp_path) -> None:
@@ -60,7 +103,7 @@ def test_failed_writes_are_queued_and_retried_until_the_store_recovers(tmp_path)
     from prometheus_client import CollectorRegistry
 
     from mastwatch.exporter.prometheus import SelfMetrics
-    from mastwatch.exporter.store.schema import ddl
+    from mastwatch.exporter.store.schema import FINDINGS, TABLES, Layout, create_table
 
     telemetry = SelfMetrics(CollectorRegistry())
     store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05), telemetry)
@@ -72,7 +115,7 @@ def test_failed_writes_are_queued_and_retried_until_the_store_recovers(tmp_path)
         while telemetry.store_errors._value.get() < 2:
             assert time.monotonic() < deadline, "the failing insert was not retried"
             time.sleep(0.05)
-        for statement in ddl("mastwatch"):
+        for statement in create_table(TABLES[FINDINGS], Layout()):
             store.engine.command(statement)
         assert store.flush(timeout=60)
         assert [int(r["n"]) for r in store.query("SELECT count() AS n FROM mastwatch.mast_traces")] == [3]  # once
@@ -87,10 +130,136 @@ def test_rows_beyond_the_queue_bound_are_dropped_and_counted(tmp_path) -> None:
     from mastwatch.exporter.prometheus import SelfMetrics
 
     telemetry = SelfMetrics(CollectorRegistry())
-    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=60, max_queued_rows=4), telemetry)
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=60, max_queued_rows=8), telemetry)
     try:
-        for _ in range(3):  # two rows each (trace and finding): 6 rows for a queue of 4
+        for _ in range(3):  # four rows each (trace, finding, two steps): 12 rows for a queue of 8
             store.export_verdict(_verdict(), None)
-        assert telemetry.store_dropped._value.get() == 2
+        assert telemetry.store_dropped._value.get() == 4  # the oldest verdict, whole
+        assert telemetry.store_queue_rows._value.get() == 8
     finally:
         store.shutdown()
+
+
+def _count(store: StoreExporter, table: str) -> int:
+    return store.query(f"SELECT count() AS n FROM mastwatch.{table}")[0]["n"]
+
+
+def test_migrations_are_versioned_and_idempotent(tmp_path) -> None:
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
+    try:
+        applied = store.query("SELECT version, description FROM mastwatch.mast_schema_migrations ORDER BY version")
+        assert applied == [{"version": m.version, "description": m.description} for m in MIGRATIONS]
+        assert migrate(store.engine, store.layout) == []  # nothing left to do
+        for table in TABLES:
+            (row,) = store.query(f"SELECT engine_full FROM system.tables WHERE database = 'mastwatch' AND "
+                                 f"name = '{table}'")
+            assert "non_replicated_deduplication_window = 1000" in row["engine_full"]
+    finally:
+        store.shutdown()
+
+
+def test_a_store_of_the_first_version_is_migrated_in_place(tmp_path) -> None:
+    """Stores written before migrations existed hold version 1's tables and no migrations table."""
+    from mastwatch.exporter.store.chdb_engine import ChdbEngine
+
+    engine = ChdbEngine(str(tmp_path))
+    try:
+        engine.command("CREATE DATABASE mastwatch")
+        for statement in MIGRATIONS[0].statements(Layout()):
+            engine.command(statement)
+        row = encode(make_verdict())[1].splitlines()[0].split(b"\t", 1)[1]
+        engine.insert("mastwatch.mast_traces", TABLES[TRACES].columns, [row], "t")
+    finally:
+        engine.close()
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
+    try:
+        versions = store.query("SELECT version FROM mastwatch.mast_schema_migrations ORDER BY version")
+        assert [r["version"] for r in versions] == list(range(1, VERSION + 1))
+        assert _count(store, TRACES) == 1  # kept
+        store.export_verdict(make_verdict(trace=2), None)
+        assert store.flush()
+        assert (_count(store, TRACES), _count(store, REPEATED_STEPS)) == (2, 2)
+    finally:
+        store.shutdown()
+
+
+class Recorder:
+    """An engine that records the statements run through it."""
+
+    def __init__(self, engine) -> None:
+        self.engine, self.commands = engine, []
+
+    def command(self, sql: str) -> None:
+        self.commands.append(sql)
+        self.engine.command(sql)
+
+    def query(self, sql: str, params=None):
+        return self.engine.query(sql, params)
+
+
+def test_ttl_follows_the_configuration_and_is_altered_only_on_a_change(tmp_path) -> None:
+    def ttl(store: StoreExporter) -> set[str]:
+        rows = store.query("SELECT engine_full FROM system.tables WHERE database = 'mastwatch'")
+        return {m.group(1) for r in rows for m in [re.search(r"TTL (.+?) SETTINGS", r["engine_full"])] if m}
+
+    store = StoreExporter(StoreConfig(path=str(tmp_path), ttl_days=30))
+    try:
+        assert ttl(store) == {"toDateTime(started_at) + toIntervalDay(30)"}
+        recorder = Recorder(store.engine)
+        migrate(recorder, Layout(ttl_days=30))
+        assert not [c for c in recorder.commands if c.startswith("ALTER")]  # no rewrite of parts at each start
+        migrate(recorder, Layout(ttl_days=7))
+        assert ttl(store) == {"toDateTime(started_at) + toIntervalDay(7)"}
+        migrate(recorder, Layout(ttl_days=0))
+        assert ttl(store) == set()
+    finally:
+        store.shutdown()
+
+
+def test_a_retried_batch_is_not_doubled(tmp_path) -> None:
+    store = StoreExporter(StoreConfig(path=str(tmp_path)))
+    try:
+        lines = encode(make_verdict())[1].splitlines()
+        for table in TABLES:
+            rows = [line.split(b"\t", 1)[1] for line in lines if line.startswith(table.encode() + b"\t")]
+            for _ in range(2):  # the answer to the first insert was lost: the same batch again
+                store.engine.insert(f"mastwatch.{table}", TABLES[table].columns, rows, f"q-0-10-{table}")
+            assert _count(store, table) == len(rows)
+            store.engine.insert(f"mastwatch.{table}", TABLES[table].columns, rows, f"q-10-20-{table}")
+            assert _count(store, table) == 2 * len(rows)  # another batch with the same rows is written
+    finally:
+        store.shutdown()
+
+
+def test_cluster_ddl_parses_and_is_replicated_and_distributed(tmp_path) -> None:
+    from mastwatch.exporter.store.chdb_engine import ChdbEngine
+
+    statements = ddl(Layout(database="obs", cluster="mastwatch", ttl_days=14))
+    engine = ChdbEngine(str(tmp_path))
+    try:
+        for statement in statements:  # ClickHouse's own parser; ReplicatedMergeTree needs Keeper to run
+            (row,) = engine.query("SELECT formatQuery({q:String}) AS f", {"q": statement})
+            assert row["f"]
+        for statement in ddl(Layout(database="obs")):  # the same DDL for one server runs
+            engine.command(statement)
+    finally:
+        engine.close()
+    creates = [s for s in statements if s.startswith("CREATE TABLE")]
+    assert all(re.search(r" ON CLUSTER mastwatch\b", s) for s in statements if not s.startswith("INSERT"))
+    for table in TABLES:
+        (local,) = [s for s in creates if s.startswith(f"CREATE TABLE IF NOT EXISTS obs.{table}_local ")]
+        assert "ENGINE = ReplicatedMergeTree\n" in local and "non_replicated" not in local
+        (distributed,) = [s for s in creates if s.startswith(f"CREATE TABLE IF NOT EXISTS obs.{table} ")]
+        assert f"Distributed(mastwatch, obs, {table}_local, cityHash64(trace_id))" in distributed
+        assert f"ALTER TABLE obs.{table}_local ON CLUSTER mastwatch MODIFY TTL toDateTime(started_at) + " \
+               "toIntervalDay(14)" in statements
+    assert "ReplicatedReplacingMergeTree('/clickhouse/tables/{database}/mast_schema_migrations', '{replica}')" \
+        in statements[1]
+
+
+@pytest.mark.parametrize("table", [TRACES, FINDINGS, REPEATED_STEPS])
+def test_every_table_is_partitioned_by_day_and_indexed_by_trace_id(tmp_path, table) -> None:
+    (create,) = [s for s in ddl(Layout()) if f"mastwatch.{table} (" in s]
+    assert "PARTITION BY toDate(started_at)" in create
+    assert "INDEX idx_trace_id trace_id TYPE bloom_filter" in create
+    assert COLUMNS[table][0] == "trace_id"

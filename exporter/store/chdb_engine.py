@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chdb import session
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+from .schema import Column
 
 
 class ChdbEngine:
@@ -18,25 +19,41 @@ class ChdbEngine:
         os.makedirs(self.path, exist_ok=True)
         self._session = session.Session(self.path)
         self._lock = threading.Lock()
+        self.command("SET output_format_json_quote_64bit_integers = 0")  # numbers read back as numbers
 
     def command(self, sql: str) -> None:
         with self._lock:
             self._session.query(sql)
 
-    def insert(self, table: str, columns: tuple[str, ...], rows: list[list[Any]]) -> None:
-        """Rows as lists in `columns` order (JSONCompactEachRow: about half the parse cost of JSONEachRow)."""
-        if not rows:
-            return
-        body = "\n".join(map(_dumps, rows))
+    def insert(self, table: str, columns: Sequence[Column], rows: Sequence[bytes], token: str) -> None:
+        """Rows are JSON arrays in `columns` order, streamed as JSONCompactEachRow (no SQL parsing of the data)."""
+        names = ", ".join(c.name for c in columns)
         with self._lock:
-            self._session.query(f"INSERT INTO {table} ({', '.join(columns)}) FORMAT JSONCompactEachRow\n{body}")
+            inserter = self._session.send_insert(
+                f"INSERT INTO {table} ({names}) SETTINGS insert_deduplication_token = {_literal(token)}",
+                "JSONCompactEachRow")
+            try:
+                inserter.append(b"\n".join(rows))
+                inserter.finish()
+            except BaseException:
+                inserter.cancel()
+                raise
 
-    def query(self, sql: str) -> list[dict[str, Any]]:
+    def query(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Rows as dicts; `params` fill {name:Type} placeholders."""
         with self._lock:
-            result = self._session.query(sql, "JSONEachRow")
-        text = result.bytes().decode() if hasattr(result, "bytes") else str(result)
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+            result = self._session.query(sql, "JSONEachRow", params={k: _escaped(v) for k, v in (params or {}).items()})
+        return [json.loads(line) for line in result.bytes().splitlines() if line.strip()]
 
     def close(self) -> None:
         with self._lock:
             self._session.close()
+
+
+def _escaped(value: Any) -> str:
+    """A query parameter's value as ClickHouse reads it (escaped text, as in TabSeparated)."""
+    return str(value).replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -1,81 +1,265 @@
-"""ClickHouse tables of verdicts and findings. Trace ids are lowercase hex, as in the `otel_traces` table
-of the OpenTelemetry Collector's ClickHouse exporter (TraceId), so the two join."""
+"""ClickHouse tables of verdicts, findings, repeated steps and the judge's assessments, their versioned
+migrations, and the DDL for one server (MergeTree) or a cluster (ReplicatedMergeTree plus Distributed tables).
+
+Trace ids are lowercase hex, as in the `otel_traces` table of the OpenTelemetry Collector's ClickHouse
+exporter (TraceId), so the two join. Every table is partitioned by day and ordered for the dashboards'
+filters (service, agent, time; findings first by failure mode), with a bloom-filter skip index on trace_id.
+
+Migrations are applied in order at start and recorded in `mast_schema_migrations`; each statement is
+idempotent, so a migration interrupted half way, or run by two replicas at once, is simply run again.
+On a cluster the tables' real data lives in `<table>_local` (ReplicatedMergeTree, ON CLUSTER) and `<table>`
+is a Distributed table over them, sharded by trace id so a trace's rows share a shard: inserts and queries
+use the same names in both layouts.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from . import Engine
+
 TRACES = "mast_traces"
 FINDINGS = "mast_findings"
+REPEATED_STEPS = "mast_repeated_steps"
 JUDGEMENTS = "mast_judgements"
+MIGRATIONS_TABLE = "mast_schema_migrations"
+
+# Blocks whose deduplication tokens a plain MergeTree remembers: a retried batch with the same token is
+# dropped. ReplicatedMergeTree deduplicates by default (replicated_deduplication_window).
+DEDUP_WINDOW = 1000
+TIME = "DateTime64(9, 'UTC') CODEC(Delta(8), ZSTD(1))"
+COUNT = "UInt32 CODEC(T64, ZSTD(1))"
 
 
-TRACE_COLUMNS = ("trace_id", "service", "agent", "models", "started_at", "ended_at", "completion", "steps",
-                 "llm_calls", "tool_calls", "input_tokens", "output_tokens", "cost_usd", "failure_modes",
-                 "repeated_steps", "wasted_input_tokens", "wasted_output_tokens", "wasted_cost_usd")
-FINDING_COLUMNS = ("trace_id", "service", "agent", "started_at", "failure_mode", "category", "name", "confidence",
-                   "basis", "evidence", "reason")
-JUDGEMENT_COLUMNS = ("trace_id", "service", "agent", "started_at", "judged_at", "model", "failure_mode", "category",
-                     "verdict", "structural_confidence", "confidence", "evidence", "reason")
-COLUMNS = {TRACES: TRACE_COLUMNS, FINDINGS: FINDING_COLUMNS, JUDGEMENTS: JUDGEMENT_COLUMNS}
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # with its codec, as written in CREATE TABLE
+
+    @property
+    def type_name(self) -> str:
+        """The type alone (what a client encodes values as)."""
+        return self.type.split(" CODEC(")[0]
 
 
-def ddl(database: str) -> list[str]:
-    return [
-        f"CREATE DATABASE IF NOT EXISTS {database}",
-        f"""CREATE TABLE IF NOT EXISTS {database}.{TRACES} (
-    trace_id String CODEC(ZSTD(1)),
-    service LowCardinality(String),
-    agent LowCardinality(String),
-    models Array(LowCardinality(String)),
-    started_at DateTime64(9, 'UTC') CODEC(Delta(8), ZSTD(1)),
-    ended_at DateTime64(9, 'UTC') CODEC(Delta(8), ZSTD(1)),
-    completion LowCardinality(String),
-    steps UInt32,
-    llm_calls UInt32,
-    tool_calls UInt32,
-    input_tokens UInt64,
-    output_tokens UInt64,
-    cost_usd Float64,
-    failure_modes Array(LowCardinality(String)),
-    repeated_steps UInt32,
-    wasted_input_tokens UInt64,
-    wasted_output_tokens UInt64,
-    wasted_cost_usd Float64,
-    INDEX idx_trace_id trace_id TYPE bloom_filter(0.001) GRANULARITY 1
-) ENGINE = MergeTree
-PARTITION BY toDate(started_at)
-ORDER BY (service, agent, started_at)""",
-        f"""CREATE TABLE IF NOT EXISTS {database}.{FINDINGS} (
-    trace_id String CODEC(ZSTD(1)),
-    service LowCardinality(String),
-    agent LowCardinality(String),
-    started_at DateTime64(9, 'UTC') CODEC(Delta(8), ZSTD(1)),
-    failure_mode LowCardinality(String),
-    category LowCardinality(String),
-    name LowCardinality(String),
-    confidence Float32,
-    basis LowCardinality(String),
-    evidence Array(String),
-    reason String CODEC(ZSTD(3)),
-    INDEX idx_trace_id trace_id TYPE bloom_filter(0.001) GRANULARITY 1
-) ENGINE = MergeTree
-PARTITION BY toDate(started_at)
-ORDER BY (failure_mode, service, agent, started_at)""",
-        f"""CREATE TABLE IF NOT EXISTS {database}.{JUDGEMENTS} (
-    trace_id String CODEC(ZSTD(1)),
-    service LowCardinality(String),
-    agent LowCardinality(String),
-    started_at DateTime64(9, 'UTC') CODEC(Delta(8), ZSTD(1)),
-    judged_at DateTime64(9, 'UTC'),
-    model LowCardinality(String),
-    failure_mode LowCardinality(String),
-    category LowCardinality(String),
-    verdict LowCardinality(String),
-    structural_confidence Nullable(Float32),
-    confidence Float32,
-    evidence Array(String),
-    reason String CODEC(ZSTD(3)),
-    INDEX idx_trace_id trace_id TYPE bloom_filter(0.001) GRANULARITY 1
-) ENGINE = MergeTree
-PARTITION BY toDate(started_at)
-ORDER BY (failure_mode, service, agent, started_at)""",
-    ]
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[Column, ...]
+    order_by: str
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+
+def _columns(spec: str) -> tuple[Column, ...]:
+    """'name Type CODEC(...),\\n...' -> Columns (one per line)."""
+    return tuple(Column(*line.strip().rstrip(",").split(" ", 1)) for line in spec.strip().splitlines())
+
+
+TABLES = {t.name: t for t in (
+    Table(TRACES, _columns("""
+        trace_id String CODEC(ZSTD(1)),
+        service LowCardinality(String),
+        agent LowCardinality(String),
+        models Array(LowCardinality(String)),
+        started_at DateTime64(9, 'UTC') CODEC(Delta(8), ZSTD(1)),
+        ended_at DateTime64(9, 'UTC') CODEC(Delta(8), ZSTD(1)),
+        completion LowCardinality(String),
+        steps UInt32,
+        llm_calls UInt32,
+        tool_calls UInt32,
+        input_tokens UInt64,
+        output_tokens UInt64,
+        cost_usd Float64,
+        failure_modes Array(LowCardinality(String)),
+        repeated_steps UInt32,
+        wasted_input_tokens UInt64,
+        wasted_output_tokens UInt64,
+        wasted_cost_usd Float64"""), "(service, agent, started_at)"),
+    Table(FINDINGS, _columns("""
+        trace_id String CODEC(ZSTD(1)),
+        service LowCardinality(String),
+        agent LowCardinality(String),
+        started_at DateTime64(9, 'UTC') CODEC(Delta(8), ZSTD(1)),
+        failure_mode LowCardinality(String),
+        category LowCardinality(String),
+        name LowCardinality(String),
+        confidence Float32,
+        basis LowCardinality(String),
+        evidence Array(String),
+        reason String CODEC(ZSTD(3))"""), "(failure_mode, service, agent, started_at)"),
+    # One row per repeated step. Tokens and cost are those of the model call that produced the step,
+    # counted at the first repeated step it produced (0 at the others), so sums match the verdict's waste.
+    # uncached_input + output + cache_read + cache_write tokens are all the tokens of that call.
+    Table(REPEATED_STEPS, _columns(f"""
+        trace_id String CODEC(ZSTD(1)),
+        span_id String CODEC(ZSTD(1)),
+        service LowCardinality(String),
+        agent LowCardinality(String),
+        failure_mode LowCardinality(String),
+        tool LowCardinality(String),
+        args_fingerprint UInt64 CODEC(ZSTD(1)),
+        model LowCardinality(String),
+        uncached_input_tokens {COUNT},
+        output_tokens {COUNT},
+        cache_read_tokens {COUNT},
+        cache_write_tokens {COUNT},
+        cost_usd Float64 CODEC(Gorilla, ZSTD(1)),
+        started_at {TIME}"""), "(service, agent, tool, started_at)"),
+    # One row per mode the judge assessed in a trace: its verdict against the structural one
+    # (found, confirmed, rejected, not_found); its positive answers are also mast_findings rows, basis judge.
+    Table(JUDGEMENTS, _columns(f"""
+        trace_id String CODEC(ZSTD(1)),
+        service LowCardinality(String),
+        agent LowCardinality(String),
+        started_at {TIME},
+        judged_at DateTime64(9, 'UTC'),
+        model LowCardinality(String),
+        failure_mode LowCardinality(String),
+        category LowCardinality(String),
+        verdict LowCardinality(String),
+        structural_confidence Nullable(Float32),
+        confidence Float32,
+        evidence Array(String),
+        reason String CODEC(ZSTD(3))"""), "(failure_mode, service, agent, started_at)"),
+)}
+COLUMNS = {name: t.column_names for name, t in TABLES.items()}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the tables live: a database, optionally on a cluster; rows expire after `ttl_days` (0: never)."""
+
+    database: str = "mastwatch"
+    cluster: str = ""
+    ttl_days: int = 0
+
+    def on_cluster(self) -> str:
+        return f" ON CLUSTER {quote(self.cluster)}" if self.cluster else ""
+
+    def storage(self, table: str) -> str:
+        """The table that holds the rows: `<table>_local` on a cluster."""
+        return f"{self.database}.{table}_local" if self.cluster else f"{self.database}.{table}"
+
+
+def quote(identifier: str) -> str:
+    return identifier if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", identifier) else \
+        "`" + identifier.replace("\\", "\\\\").replace("`", "\\`") + "`"
+
+
+def create_table(table: Table, layout: Layout, dedup: bool = True) -> list[str]:
+    """CREATE TABLE statements for `table`: one, or the local and Distributed tables on a cluster."""
+    body = ",\n".join([f"    {c.name} {c.type}" for c in table.columns]
+                      + ["    INDEX idx_trace_id trace_id TYPE bloom_filter(0.001) GRANULARITY 1"])
+    engine = "ReplicatedMergeTree" if layout.cluster else "MergeTree"
+    dedup = dedup and not layout.cluster
+    settings = f"\nSETTINGS non_replicated_deduplication_window = {DEDUP_WINDOW}" if dedup else ""
+    statements = [f"CREATE TABLE IF NOT EXISTS {layout.storage(table.name)}{layout.on_cluster()} (\n{body}\n)"
+                  f" ENGINE = {engine}\nPARTITION BY toDate(started_at)\nORDER BY {table.order_by}{settings}"]
+    if layout.cluster:
+        statements.append(
+            f"CREATE TABLE IF NOT EXISTS {layout.database}.{table.name}{layout.on_cluster()} AS "
+            f"{layout.storage(table.name)}\nENGINE = Distributed({quote(layout.cluster)}, {layout.database}, "
+            f"{table.name}_local, cityHash64(trace_id))")
+    return statements
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    statements: Callable[[Layout], list[str]]
+
+
+def _dedup(layout: Layout) -> list[str]:
+    if layout.cluster:  # replicated tables deduplicate retried blocks already
+        return []
+    return [f"ALTER TABLE {layout.storage(name)} MODIFY SETTING non_replicated_deduplication_window = {DEDUP_WINDOW}"
+            for name in (TRACES, FINDINGS)]
+
+
+MIGRATIONS = (
+    Migration(1, "verdicts and findings", lambda layout: create_table(TABLES[TRACES], layout, dedup=False)
+              + create_table(TABLES[FINDINGS], layout, dedup=False)),
+    Migration(2, "a retried insert is deduplicated by its token", _dedup),
+    Migration(3, "repeated steps", lambda layout: create_table(TABLES[REPEATED_STEPS], layout)),
+    Migration(4, "the judge's assessments", lambda layout: create_table(TABLES[JUDGEMENTS], layout)),
+)
+VERSION = MIGRATIONS[-1].version
+
+
+def bootstrap(layout: Layout) -> list[str]:
+    """The database and the migrations table (on a cluster one replica set spans all shards)."""
+    engine = (f"ReplicatedReplacingMergeTree('/clickhouse/tables/{{database}}/{MIGRATIONS_TABLE}', '{{replica}}')"
+              if layout.cluster else "ReplacingMergeTree")
+    return [f"CREATE DATABASE IF NOT EXISTS {layout.database}{layout.on_cluster()}",
+            f"CREATE TABLE IF NOT EXISTS {layout.database}.{MIGRATIONS_TABLE}{layout.on_cluster()} (\n"
+            "    version UInt32,\n    applied_at DateTime64(3, 'UTC') DEFAULT now64(3),\n    description String\n"
+            f") ENGINE = {engine}\nORDER BY version"]
+
+
+def record(layout: Layout, migration: Migration) -> str:
+    description = migration.description.replace("\\", "\\\\").replace("'", "\\'")
+    return (f"INSERT INTO {layout.database}.{MIGRATIONS_TABLE} (version, description) "
+            f"VALUES ({migration.version}, '{description}')")
+
+
+def ttl_expression(days: int) -> str:
+    """As ClickHouse prints it back in system.tables.engine_full."""
+    return f"toDateTime(started_at) + toIntervalDay({days})"
+
+
+def ttl_statement(layout: Layout, table: str, current: str | None) -> str | None:
+    """The ALTER that makes `table`'s TTL match `layout.ttl_days`, or None when it does (`current`: the
+    table's TTL expression now). Altering only on a change avoids rewriting parts at every start."""
+    wanted = ttl_expression(layout.ttl_days) if layout.ttl_days else None
+    if wanted == current:
+        return None
+    action = f"MODIFY TTL {wanted}" if wanted else "REMOVE TTL"
+    return f"ALTER TABLE {layout.storage(table)}{layout.on_cluster()} {action}"
+
+
+def current_ttl(engine_full: str) -> str | None:
+    """The TTL expression in a table's engine_full, if any."""
+    match = re.search(r"\bTTL (.+?)(?: SETTINGS |$)", engine_full)
+    return match.group(1) if match else None
+
+
+def ddl(layout: Layout) -> list[str]:
+    """Everything mastwatch runs on an empty database, in order: what `mastwatch schema` prints."""
+    statements = bootstrap(layout)
+    for migration in MIGRATIONS:
+        statements += migration.statements(layout)
+        statements.append(record(layout, migration))
+    statements += [s for s in (ttl_statement(layout, name, None) for name in TABLES) if s]
+    return statements
+
+
+def migrate(engine: Engine, layout: Layout) -> list[int]:
+    """Apply the migrations not applied yet, then match the TTL to the configuration; returns the versions
+    applied now."""
+    for statement in bootstrap(layout):
+        engine.command(statement)
+    rows = engine.query(f"SELECT DISTINCT version FROM {layout.database}.{MIGRATIONS_TABLE}")
+    applied = {int(r["version"]) for r in rows}
+    done = []
+    for migration in MIGRATIONS:
+        if migration.version not in applied:
+            for statement in migration.statements(layout):
+                engine.command(statement)
+            engine.command(record(layout, migration))
+            done.append(migration.version)
+    for name in TABLES:
+        database, _, table = layout.storage(name).partition(".")
+        rows = engine.query("SELECT engine_full FROM system.tables WHERE database = {db:String} AND name = {t:String}",
+                            {"db": database, "t": table})
+        statement = ttl_statement(layout, name, current_ttl(rows[0]["engine_full"]) if rows else None)
+        if statement:
+            engine.command(statement)
+    return done

@@ -1,0 +1,281 @@
+"""The durable queue between the exporter and the store: verdict rows stay on disk until the store has them.
+
+Append-only segment files rather than sqlite3: the exporter appends on the processor's thread, once per
+verdict, and an append here is one write(2) of a framed record (about 4 µs) where a sqlite3 transaction
+costs about 30 µs. Each record carries its length, row count and CRC-32, so a record torn by a crash is
+found and cut off when the queue is opened. Positions are byte offsets in one logical log; a segment file is
+named by the offset of its first record, and is deleted once everything in it is acknowledged.
+
+Durability: `append` writes to the operating system before it returns, so a killed process loses nothing;
+`sync` (called by the writer every flush interval) fsyncs, so a power loss costs at most that interval.
+
+Exactly once: the writer `seal`s a batch (a range of records) in the state file before inserting it, inserts
+it with deduplication tokens derived from the queue's id and that range, then `ack`s it. After a restart the
+sealed batch is read back and sent again with the same tokens, so the store drops what had already arrived.
+
+Bounded: past `max_rows` or `max_bytes` the oldest records not being written are dropped (and reported).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import os
+import struct
+import threading
+import uuid
+import zlib
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+HEADER = struct.Struct("<III")  # payload bytes, rows, CRC-32 of the payload
+SEGMENT_BYTES = 64 << 20
+READ_BYTES = 1 << 20
+
+
+@dataclass
+class Batch:
+    """Sealed records [start, end): their payloads and a deduplication token per table."""
+
+    queue_id: str
+    start: int
+    end: int
+    rows: int
+    payloads: list[bytes]
+    attempts: int = 0  # inserts tried so far (1 for a batch found sealed at start: it may have arrived)
+
+    def token(self, table: str) -> str:
+        return f"{self.queue_id}-{self.start}-{self.end}-{table}"
+
+
+class DurableQueue:
+    def __init__(self, path: str, max_rows: int, max_bytes: int, segment_bytes: int = SEGMENT_BYTES) -> None:
+        self.path = os.path.abspath(path)
+        self.max_rows, self.max_bytes, self.segment_bytes = max_rows, max_bytes, segment_bytes
+        os.makedirs(self.path, exist_ok=True)
+        self._lock = threading.Lock()
+        self._fds: dict[int, int] = {}  # segment base -> read descriptor
+        state = self._load_state()
+        self.id: str = state["id"]
+        self._next: int = state["next"]  # first record not yet sealed (nor dropped)
+        sealed = state["sealed"]
+        self._sealed: tuple[int, int] | None = tuple(sealed) if sealed else None
+        self._bases = sorted(int(name[:-4]) for name in os.listdir(self.path) if name.endswith(".log"))
+        self._rows = self._bytes = self._sealed_rows = self._sealed_bytes = 0
+        self._end = self._recover()
+        self._batch: Batch | None = None
+        if not self._bases:
+            self._bases = [self._end]
+        self._wfd = os.open(self._segment(self._bases[-1]), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._active_size = self._end - self._bases[-1]
+        self._unsynced = False
+        self._collect()
+
+    # --- state ---
+    def _load_state(self) -> dict:
+        try:
+            with open(os.path.join(self.path, "state.json"), encoding="utf-8") as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return {"id": uuid.uuid4().hex, "next": 0, "sealed": None}
+
+    def _save_state(self) -> None:
+        """Atomically, and durably: a sealed range must survive anything its insert survives."""
+        tmp = os.path.join(self.path, "state.json.tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"id": self.id, "next": self._next, "sealed": self._sealed}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, os.path.join(self.path, "state.json"))
+
+    def _segment(self, base: int) -> str:
+        return os.path.join(self.path, f"{base:020d}.log")
+
+    def _recover(self) -> int:
+        """Check every pending record, cut a torn tail, count what is pending; returns the log's end."""
+        start = self._sealed[0] if self._sealed else self._next
+        while len(self._bases) > 1 and self._bases[1] <= start:  # wholly acknowledged segments
+            os.unlink(self._segment(self._bases.pop(0)))
+        end = self._bases[0] if self._bases else start
+        for i, base in enumerate(self._bases):
+            with open(self._segment(base), "rb") as f:
+                data = f.read()
+            pos = max(start - base, 0)
+            while pos + HEADER.size <= len(data):
+                size, rows, crc = HEADER.unpack_from(data, pos)
+                payload = data[pos + HEADER.size:pos + HEADER.size + size]
+                if len(payload) < size or zlib.crc32(payload) != crc:
+                    break
+                self._count(base + pos, rows, HEADER.size + size)
+                pos += HEADER.size + size
+            end = base + pos
+            if pos < len(data):
+                log.warning("store queue: %d bytes of a torn record cut from %s", len(data) - pos,
+                            self._segment(base))
+                os.truncate(self._segment(base), pos)
+                for later in self._bases[i + 1:]:
+                    os.unlink(self._segment(later))
+                del self._bases[i + 1:]
+                break
+        if self._sealed and self._sealed[1] > end:  # the sealed records were lost (not by a crash of ours)
+            self._next, self._sealed = self._sealed[0], None
+            self._rows += self._sealed_rows
+            self._bytes += self._sealed_bytes
+            self._sealed_rows = self._sealed_bytes = 0
+        self._next = min(self._next, end)
+        return end
+
+    def _count(self, offset: int, rows: int, size: int) -> None:
+        if self._sealed and self._sealed[0] <= offset < self._sealed[1]:
+            self._sealed_rows += rows
+            self._sealed_bytes += size
+        elif offset >= self._next:
+            self._rows += rows
+            self._bytes += size
+
+    # --- reading ---
+    def _fd(self, offset: int) -> tuple[int, int]:
+        """(read descriptor, base) of the segment holding the record at `offset`."""
+        base = self._bases[bisect.bisect_right(self._bases, offset) - 1]
+        fd = self._fds.get(base)
+        if fd is None:
+            fd = self._fds[base] = os.open(self._segment(base), os.O_RDONLY)
+        return fd, base
+
+    def _header(self, offset: int) -> tuple[int, int]:
+        """(rows, framed size) of the record at `offset`."""
+        fd, base = self._fd(offset)
+        size, rows, _ = HEADER.unpack(os.pread(fd, HEADER.size, offset - base))
+        return rows, HEADER.size + size
+
+    def _records(self, start: int, stop: int, max_rows: int) -> tuple[int, int, list[bytes]]:
+        """Whole records from `start` (not past `stop`) while they hold at most `max_rows` rows (at least one
+        record): (end offset, rows, payloads). Reads in large chunks, not record by record."""
+        offset, rows, payloads = start, 0, []
+        buf, at = b"", start
+        while offset < stop:
+            if offset + HEADER.size > at + len(buf):
+                buf, at = self._read(offset, READ_BYTES), offset
+            size, n, _ = HEADER.unpack_from(buf, offset - at)
+            if rows and rows + n > max_rows:
+                break
+            framed = HEADER.size + size
+            if offset + framed > at + len(buf):
+                buf, at = self._read(offset, max(READ_BYTES, framed)), offset
+            payloads.append(buf[offset - at + HEADER.size:offset - at + framed])
+            rows += n
+            offset += framed
+        return offset, rows, payloads
+
+    def _read(self, offset: int, size: int) -> bytes:
+        fd, base = self._fd(offset)
+        return os.pread(fd, size, offset - base)
+
+    # --- the exporter's side ---
+    def append(self, rows: int, payload: bytes) -> int:
+        """Write one record (one verdict's rows); returns the rows dropped to stay within the bounds."""
+        frame = HEADER.pack(len(payload), rows, zlib.crc32(payload)) + payload
+        with self._lock:
+            if self._active_size >= self.segment_bytes:
+                self._rotate()
+            view = memoryview(frame)
+            while view:
+                view = view[os.write(self._wfd, view):]
+            self._end += len(frame)
+            self._active_size += len(frame)
+            self._rows += rows
+            self._bytes += len(frame)
+            self._unsynced = True
+            if self._rows + self._sealed_rows > self.max_rows or self._bytes + self._sealed_bytes > self.max_bytes:
+                return self._trim()
+        return 0
+
+    def _rotate(self) -> None:
+        os.fsync(self._wfd)
+        os.close(self._wfd)
+        self._bases.append(self._end)
+        self._wfd = os.open(self._segment(self._end), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._active_size = 0
+
+    def _trim(self) -> int:
+        dropped = 0
+        while self._next < self._end and (self._rows + self._sealed_rows > self.max_rows
+                                          or self._bytes + self._sealed_bytes > self.max_bytes):
+            rows, size = self._header(self._next)
+            self._next += size
+            self._rows -= rows
+            self._bytes -= size
+            dropped += rows
+        self._collect()
+        return dropped
+
+    def _collect(self) -> None:
+        """Delete the segments that hold nothing pending (never the one being written)."""
+        keep = self._sealed[0] if self._sealed else self._next
+        while len(self._bases) > 1 and self._bases[1] <= keep:
+            base = self._bases.pop(0)
+            fd = self._fds.pop(base, None)
+            if fd is not None:
+                os.close(fd)
+            os.unlink(self._segment(base))
+
+    # --- the writer's side ---
+    def seal(self, max_rows: int) -> Batch | None:
+        """The batch to insert: the one sealed already, else up to `max_rows` rows (at least one record)
+        sealed now; None when nothing is pending."""
+        with self._lock:
+            if self._batch is not None:
+                return self._batch
+            if self._sealed is None:
+                if self._next == self._end:
+                    return None
+                start = self._next
+                end, rows, payloads = self._records(start, self._end, max_rows)
+                self._sealed, self._next = (start, end), end
+                self._sealed_rows, self._sealed_bytes = rows, end - start
+                self._rows -= rows
+                self._bytes -= end - start
+                self._save_state()
+                attempts = 0
+            else:  # sealed before a restart: its insert may have arrived
+                start, end = self._sealed
+                _, rows, payloads = self._records(start, end, max_rows=self._sealed_rows)
+                attempts = 1
+            self._batch = Batch(self.id, start, end, rows, payloads, attempts)
+            return self._batch
+
+    def ack(self, batch: Batch) -> None:
+        """The batch is in the store: forget it."""
+        with self._lock:
+            assert self._batch is batch
+            self._batch, self._sealed = None, None
+            self._sealed_rows = self._sealed_bytes = 0
+            self._save_state()
+            self._collect()
+
+    def sync(self) -> None:
+        """fsync what was appended (outside the lock: appends go on meanwhile)."""
+        with self._lock:
+            if not self._unsynced:
+                return
+            self._unsynced = False
+            fd = os.dup(self._wfd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def depth(self) -> tuple[int, int]:
+        """(rows, bytes) waiting, the batch being written included."""
+        return self._rows + self._sealed_rows, self._bytes + self._sealed_bytes
+
+    def close(self) -> None:
+        with self._lock:
+            os.fsync(self._wfd)
+            os.close(self._wfd)
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
+            self._save_state()  # records dropped since the last seal stay dropped

@@ -1,0 +1,83 @@
+"""The durable queue: records survive reopening, a sealed batch comes back with the same tokens, a torn tail is
+cut, overflow drops the oldest records not being written, and acknowledged segments are deleted."""
+
+from __future__ import annotations
+
+import os
+
+from mastwatch.exporter.store.queue import HEADER, DurableQueue
+
+
+def _queue(path, **limits) -> DurableQueue:
+    return DurableQueue(str(path), limits.get("max_rows", 1_000), limits.get("max_bytes", 1 << 20),
+                        limits.get("segment_bytes", 1 << 20))
+
+
+def test_batches_are_sealed_acked_and_survive_a_restart(tmp_path) -> None:
+    q = _queue(tmp_path)
+    for i in range(5):
+        q.append(2, f"record {i}".encode())
+    batch = q.seal(max_rows=5)  # whole records only: two of two rows, not a third
+    assert batch.payloads == [b"record 0", b"record 1"] and batch.rows == 4 and batch.attempts == 0
+    assert q.seal(max_rows=5) is batch  # not acknowledged yet: the same batch again
+    assert q.depth()[0] == 10
+    q.close()
+
+    q = _queue(tmp_path)  # as after a crash before the ack
+    again = q.seal(max_rows=100)
+    assert (again.payloads, again.token("t"), again.attempts) == (batch.payloads, batch.token("t"), 1)
+    q.ack(again)
+    rest = q.seal(max_rows=100)
+    assert rest.payloads == [b"record 2", b"record 3", b"record 4"] and rest.token("t") != batch.token("t")
+    q.ack(rest)
+    assert q.seal(max_rows=100) is None and q.depth() == (0, 0)
+    q.close()
+    assert _queue(tmp_path).depth() == (0, 0)
+
+
+def test_tokens_differ_between_queues(tmp_path) -> None:
+    """A new queue (say, its directory was deleted) never reuses a token ClickHouse may remember."""
+    a, b = _queue(tmp_path / "a"), _queue(tmp_path / "b")
+    for q in (a, b):
+        q.append(1, b"x")
+    assert a.seal(10).token("t") != b.seal(10).token("t")
+
+
+def test_a_torn_record_is_cut_at_open(tmp_path) -> None:
+    q = _queue(tmp_path)
+    q.append(1, b"whole")
+    q.append(1, b"torn apart")
+    q.close()
+    (segment,) = [p for p in os.listdir(tmp_path) if p.endswith(".log")]
+    size = os.path.getsize(tmp_path / segment)
+    os.truncate(tmp_path / segment, size - 3)  # the process died in the middle of the second write
+    q = _queue(tmp_path)
+    assert q.depth() == (1, HEADER.size + 5)
+    q.append(1, b"after")
+    assert q.seal(10).payloads == [b"whole", b"after"]
+
+
+def test_overflow_drops_the_oldest_records_but_not_the_batch_being_written(tmp_path) -> None:
+    q = _queue(tmp_path, max_rows=6)
+    for i in range(3):
+        assert q.append(2, f"r{i}".encode()) == 0
+    writing = q.seal(max_rows=2)
+    assert q.append(2, b"r3") == 2  # r1 goes, r0 is being written
+    assert q.append(2, b"r4") == 2  # then r2
+    assert q.depth()[0] == 6
+    q.ack(writing)
+    assert q.seal(100).payloads == [b"r3", b"r4"]
+
+
+def test_acknowledged_segments_are_deleted(tmp_path) -> None:
+    q = _queue(tmp_path, segment_bytes=100)
+    for i in range(20):
+        q.append(1, b"%02d" % i + b"x" * 30)
+    assert len([p for p in os.listdir(tmp_path) if p.endswith(".log")]) > 5
+    while (batch := q.seal(3)) is not None:
+        q.ack(batch)
+    assert len([p for p in os.listdir(tmp_path) if p.endswith(".log")]) == 1  # the one being written
+    q.close()
+    q = _queue(tmp_path, segment_bytes=100)
+    q.append(1, b"next")
+    assert q.seal(10).payloads == [b"next"]
