@@ -142,7 +142,8 @@ def test_rates_per_agent_and_confirmation_of_unsure_findings(chat_server) -> Non
     processor = Processor(UNSURE_REPEATS, [out], judge=judge)
     processor.process(run_spans(1, [("get_order", {"id": 1}), ("refund", {"id": 1})]), now=0.0)
     processor.drain()
-    assert judge._queue.qsize() == 1 and judge._queue.get_nowait().modes == ["FM-1.1", "FM-1.2", "FM-2.3", "FM-2.4"]
+    assert judge._queue.qsize() == 1
+    assert judge._queue.get_nowait().modes == ["FM-1.1", "FM-1.2", "FM-2.2", "FM-2.3", "FM-2.4"]
     judge._agent_rates.clear()
     judge.config = judge_config(chat_server.base_url, sample_rate=0.0, confirm_rate=1.0)
     # arguments not captured: FM-1.3 found at low confidence, so the judge is asked to confirm it
@@ -152,7 +153,7 @@ def test_rates_per_agent_and_confirmation_of_unsure_findings(chat_server) -> Non
     assert out.verdicts[1].findings["FM-1.3"].confidence < 0.6 and "FM-1.3" not in out.verdicts[2].findings
     pending = judge._queue.get_nowait()
     assert judge._queue.empty() and pending.trace_id == out.verdicts[1].trace_id
-    assert pending.modes == ["FM-1.1", "FM-1.2", "FM-1.3", "FM-2.3", "FM-2.4"] and pending.structural == {
+    assert pending.modes == ["FM-1.1", "FM-1.2", "FM-1.3", "FM-2.2", "FM-2.3", "FM-2.4"] and pending.structural == {
         "FM-1.3": out.verdicts[1].findings["FM-1.3"].confidence}
 
 
@@ -232,7 +233,8 @@ def test_judgement_merges_with_the_structural_verdict(chat_server) -> None:
     judgement = judge.judge(item)
     assert rec.judgements == [judgement] and rec.counts["request:ok"] == 1 and rec.counts["tokens"] == 1280
     assert {code: judgement.verdict(code) for code in judgement.assessments} == {
-        "FM-1.1": "not_found", "FM-1.2": "not_found", "FM-1.3": "rejected", "FM-2.3": "found", "FM-2.4": "not_found"}
+        "FM-1.1": "not_found", "FM-1.2": "not_found", "FM-1.3": "rejected", "FM-2.2": "not_found", "FM-2.3": "found",
+        "FM-2.4": "not_found"}
     finding = judgement.findings["FM-2.3"]
     assert list(judgement.findings) == ["FM-2.3"] and finding.basis == "judge"
     assert finding.evidence == [bytes.fromhex(span_ids(chat_server.requests[0])[-1])]

@@ -38,7 +38,7 @@ def test_judge_findings_reach_metrics_and_store(start_server, chat_server) -> No
     assert server.sample("mast_judge_findings_total", **found, agent="support", verdict="found") == 1
     assert server.sample("mast_judge_findings_total", **found, verdict="not_found") == 1
     assert server.sample("mast_judge_findings_total", failure_mode="FM-1.3", verdict="rejected") == 1
-    assert server.sample("mast_judge_findings_total") == 4 + 5  # four modes asked, five with FM-1.3 to confirm
+    assert server.sample("mast_judge_findings_total") == 5 + 6  # five modes asked, six with FM-1.3 to confirm
     # judge findings have their own series: the structural count of traces per mode is unchanged
     assert server.sample("mast_failure_mode_traces_total", failure_mode="FM-2.3") == 0
     assert server.sample("mast_failure_mode_traces_total", failure_mode="FM-1.3") == 1
@@ -56,9 +56,9 @@ def test_judge_findings_reach_metrics_and_store(start_server, chat_server) -> No
     judged = server.rows("SELECT trace_id, failure_mode, verdict, structural_confidence, model FROM "
                          "{db}.mast_judgements ORDER BY trace_id, failure_mode")
     assert {(r["trace_id"], r["failure_mode"]): r["verdict"] for r in judged} == {
-        **{(derailed_id, code): "not_found" for code in ("FM-1.1", "FM-1.2", "FM-2.4")},
+        **{(derailed_id, code): "not_found" for code in ("FM-1.1", "FM-1.2", "FM-2.2", "FM-2.4")},
         (derailed_id, "FM-2.3"): "found",
-        **{(searching_id, code): "not_found" for code in ("FM-1.1", "FM-1.2", "FM-2.3", "FM-2.4")},
+        **{(searching_id, code): "not_found" for code in ("FM-1.1", "FM-1.2", "FM-2.2", "FM-2.3", "FM-2.4")},
         (searching_id, "FM-1.3"): "rejected"}
     assert {r["model"] for r in judged} == {"judge-test"}
     assert [r["structural_confidence"] for r in judged if r["failure_mode"] == "FM-1.3"] == [0.4]

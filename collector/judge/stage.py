@@ -36,7 +36,7 @@ from .transcript import Transcript, build_transcript
 
 log = logging.getLogger(__name__)
 
-UNSETTLED = ("FM-1.1", "FM-1.2", "FM-2.3", "FM-2.4")  # modes no structural signal settles
+UNSETTLED = ("FM-1.1", "FM-1.2", "FM-2.2", "FM-2.3", "FM-2.4")  # modes no structural detector settles
 CHARS_PER_TOKEN = 3  # prompt size estimate before the call (JSON and ids are denser than prose)
 # how a judge's answer on a mode relates to the structural verdict (the `verdict` label and column)
 FOUND, CONFIRMED, REJECTED, NOT_FOUND = "found", "confirmed", "rejected", "not_found"
