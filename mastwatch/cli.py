@@ -166,7 +166,7 @@ def cmd_dashboards(args: argparse.Namespace, config: Config) -> int:
 def cmd_rules(args: argparse.Namespace, config: Config) -> int:
     from mastwatch.dashboards.rules import write
 
-    print(write(config, Path(args.out)))
+    print(write(config, Path(args.out), args.prometheus_rule))
     return 0
 
 
@@ -294,6 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--out", required=True, metavar="DIR", help="output directory")
     rules.add_argument("--budget-usd", type=float, help="repeated-step spend budget per agent and window "
                        "(rules.wasted_spend.budget_usd)")
+    rules.add_argument("--prometheus-rule", action="store_true", help="write a Prometheus Operator PrometheusRule "
+                       "(mastwatch-prometheusrule.yaml) instead")
     report = sub.add_parser("report", help="render the store's dashboard panels to a self-contained HTML page")
     _common(report)
     report.add_argument("--out", required=True, metavar="FILE.html", help="the HTML page")
