@@ -4,10 +4,11 @@
 from grafanalib.core import Dashboard
 
 from mastwatch.config import Config
-from mastwatch.dashboards import clickhouse as ch
 from mastwatch.dashboards import sections
+from mastwatch.dashboards.clickhouse import AGENT
 from mastwatch.dashboards.panels import Grid, override, sql, table, trace_link, variable
 from mastwatch.dashboards.panels import dashboard as make_dashboard
+from mastwatch.exporter.store import queries as q
 
 UID = "mastwatch-agent"
 
@@ -17,15 +18,15 @@ def build(config: Config) -> Dashboard:
     grid = Grid()
     sections.failure_overview(grid, config, sel, ', service="$service", agent="$agent"')
     sections.spend(grid, config, sel, ', model=~"$model"', "model", "model")
-    sections.failure_store(grid, config, ch.AGENT, fleet=False)
+    sections.failure_store(grid, config, AGENT, fleet=False)
     grid.add(table("Recent traces", "Every run of the agent (with the selected models), failing or not. trace_id "
                    "opens the trace in the trace UI.",
-                   [sql(ch.RECENT_TRACES, config.exporters.store.database, ch.AGENT_MODEL)],
+                   [sql(q.RECENT_TRACES, config.exporters.store.database, AGENT)],
                    overrides=[override("time", unit="dateTimeAsIso", custom__width=170),
                               override("duration", unit="s"), override("cost_usd", unit="currencyUSD", decimals=4),
                               override("wasted_cost_usd", unit="currencyUSD", decimals=4),
                               trace_link(config.dashboards.trace_url)]), 24, 10)
-    sections.spend_store(grid, config, ch.AGENT_MODEL)
+    sections.spend_store(grid, config, AGENT)
     variables = [
         variable("service", "Service", "label_values(mast_traces_total, service)", multi=False, include_all=False),
         variable("agent", "Agent", 'label_values(mast_traces_total{service="$service"}, agent)', multi=False,

@@ -10,7 +10,7 @@ from typing import Any
 import attr
 from grafanalib import core as g
 
-from .clickhouse import Query
+from mastwatch.exporter.store.queries import Dialect, Query
 
 SCHEMA_VERSION = 39  # Grafana 11; Grafana migrates older and accepts up to its own version
 PROMETHEUS = {"type": "prometheus", "uid": "mastwatch-prometheus"}
@@ -53,8 +53,9 @@ def prom(expr: str, legend: str = "", ref: str = "A", instant: bool = False, tab
                       format="table" if table else "time_series")
 
 
-def sql(query: Query, database: str, where: str, ref: str = "A") -> ClickHouseTarget:
-    return ClickHouseTarget(rawSql=query.render(database, where), refId=ref,
+def sql(query: Query, database: str, scope: Dialect, ref: str = "A") -> ClickHouseTarget:
+    """A store query as the panel sends it, filtered by the dashboard's variables (`scope`)."""
+    return ClickHouseTarget(rawSql=scope.render(query, database), refId=ref,
                             queryType="timeSeries" if query.format == "timeseries" else "table")
 
 

@@ -108,7 +108,7 @@ def _bar_column(panel: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[list
     if not sort or not rows:
         return None
     column = sort[0]["displayName"]
-    keys = [k for k in ("failure_mode", "agent", "service") if k in rows[0]]
+    keys = [k for k in ("failure_mode", "tool", "model", "agent", "service") if k in rows[0]]
     ordered = sorted(rows, key=lambda r: r[column], reverse=True)[:10]
     labels = [" / ".join(str(r[k]) for k in reversed(keys)) for r in ordered]
     return labels, [float(r[column]) for r in ordered], column

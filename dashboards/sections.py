@@ -1,12 +1,13 @@
 """Rows of panels shared by the fleet dashboards and the agent drill-down: the same panels, filtered by the
-dashboard's variables (`sel`: PromQL label matchers, `where`: the ClickHouse filter)."""
+dashboard's variables (`sel`: PromQL label matchers, `scope`: the ClickHouse dialect that writes their filters)."""
 
 from __future__ import annotations
 
 from mastwatch.collector.classify.modes import CATEGORIES, MODES
 from mastwatch.config import Config
+from mastwatch.exporter.store import queries as q
+from mastwatch.exporter.store.queries import Dialect
 
-from . import clickhouse as ch
 from .panels import (
     Grid,
     bargauge,
@@ -100,31 +101,38 @@ def agents(grid: Grid, sel: str) -> None:
                       "percentunit", SHARE_STEPS, max_value=1), 10, 9)
 
 
-def failure_store(grid: Grid, config: Config, where: str, fleet: bool) -> None:
+def failure_store(grid: Grid, config: Config, scope: Dialect, fleet: bool) -> None:
     db = config.exporters.store.database
     grid.row("Findings (ClickHouse store)")
     grid.add(timeseries("Findings over time", "Findings per interval by failure mode, from the store "
-                        "(mast_findings).", [sql(ch.FINDINGS_OVER_TIME, db, where)], "short", stack=True, bars=True,
+                        "(mast_findings).", [sql(q.FINDINGS_OVER_TIME, db, scope)], "short", stack=True, bars=True,
                         calcs=("sum",)), 12, 8)
-    grid.add(table("Findings by mode", "Per failure mode: traces, agents, mean confidence, the basis most "
-                   "findings rest on, and the latest reason.", [sql(ch.FINDINGS_BY_MODE, db, where)],
-                   overrides=[override("confidence", unit="percentunit", decimals=0),
+    grid.add(table("Findings by mode", "Per failure mode: traces and their share of all runs, agents, mean "
+                   "confidence, the basis most findings rest on, and the latest reason.",
+                   [sql(q.FAILURES, db, scope)],
+                   overrides=[override("share", unit="percentunit", decimals=1),
+                              override("confidence", unit="percentunit", decimals=0),
                               override("latest_reason", custom__width=420)], sort_by="traces"), 12, 8)
     if fleet:
         grid.add(table("Agents by failure rate (store)", "Exact share of failing runs per agent, with the modes "
                        "seen most, for agents with at least 10 runs in the range.",
-                       [sql(ch.AGENTS_BY_FAILURE_RATE, db, where)],
+                       [sql(q.AGENTS_BY_FAILURE_RATE, db, scope)],
                        overrides=[override("share", unit="percentunit", decimals=1,
                                            custom__cellOptions={"type": "color-background", "mode": "gradient"},
                                            thresholds={"mode": "absolute", "steps": [
                                                {"color": c, "value": v} for c, v in SHARE_STEPS]})],
-                       sort_by="share"), 24, 7)
-    grid.add(table("Recent traces with findings", "The latest findings: mode, confidence, what the finding "
-                   "rests on, its reason and evidence span ids. trace_id opens the trace in the trace UI "
-                   "(dashboards.trace_url).", [sql(ch.RECENT_FINDINGS, db, where)],
+                       sort_by="share"), 12, 7)
+        grid.add(table("Judge verdicts by mode (sampled)", "Only the traces the optional judge read (judge."
+                       "sample_rate, and those with unsure findings): per mode, traces judged, structural findings "
+                       "confirmed or rejected, modes found that no detector saw, and agreement = confirmed / "
+                       "(confirmed + rejected). Empty without the judge.", [sql(q.JUDGE_VERDICTS, db, scope)],
+                       overrides=[override("agreement", unit="percentunit", decimals=0)]), 12, 7)
+    grid.add(table("Recent traces with findings", "The latest traces with findings: their modes, each mode's "
+                   "basis and reason, the highest confidence, and the evidence span ids. trace_id opens the trace "
+                   "in the trace UI (dashboards.trace_url).", [sql(q.RECENT_FAILING_TRACES, db, scope)],
                    overrides=[override("time", unit="dateTimeAsIso", custom__width=170),
-                              override("confidence", unit="percentunit", decimals=0, custom__width=95),
-                              override("reason", custom__width=420), trace_link(config.dashboards.trace_url)]),
+                              override("top_confidence", unit="percentunit", decimals=0, custom__width=95),
+                              override("reasons", custom__width=520), trace_link(config.dashboards.trace_url)]),
              24, 10)
 
 
@@ -192,26 +200,36 @@ def _legend(by: str) -> str:
     return " ".join(f"{{{{{label.strip()}}}}}" for label in by.split(","))
 
 
-def spend_store(grid: Grid, config: Config, where: str) -> None:
+def spend_store(grid: Grid, config: Config, scope: Dialect) -> None:
     db = config.exporters.store.database
+    usd = {"unit": "currencyUSD", "decimals": 4}
     grid.row("Repeated-step spend (ClickHouse store)")
     grid.add(stat("Store totals", "Runs, share of runs failing, spend, repeated-step spend and its share, from the "
-                  "store.", [sql(ch.SPEND_SUMMARY, db, where)], "short", no_value="-", text_mode="value_and_name",
+                  "store.", [sql(q.SPEND_SUMMARY, db, scope)], "short", no_value="-", text_mode="value_and_name",
                   overrides=[override("runs", decimals=0), override("failing_share", unit="percentunit", decimals=1),
                              override("spend_usd", unit="currencyUSD", decimals=2),
                              override("wasted_usd", unit="currencyUSD", decimals=2),
                              override("wasted_share", unit="percentunit", decimals=1)]), 24, 4)
     grid.add(timeseries("Wasted spend trend", "USD burnt on repeated steps per interval and agent, from the "
-                        "store: the long view.", [sql(ch.WASTED_OVER_TIME, db, where)], "currencyUSD", stack=True,
+                        "store: the long view.", [sql(q.WASTED_OVER_TIME, db, scope)], "currencyUSD", stack=True,
                         bars=True, calcs=("sum",)), 12, 8)
     grid.add(table("Wasted spend by agent (store)", "Runs, looping runs, repeated steps, wasted tokens and USD.",
-                   [sql(ch.WASTED_BY_AGENT, db, where)],
-                   overrides=[override("spend_usd", unit="currencyUSD", decimals=4),
-                              override("wasted_usd", unit="currencyUSD", decimals=4),
+                   [sql(q.WASTED_BY_AGENT, db, scope)],
+                   overrides=[override("spend_usd", **usd), override("wasted_usd", **usd),
                               override("wasted_share", unit="percentunit", decimals=1)], sort_by="wasted_usd"), 12, 8)
+    grid.add(table("Wasted tokens and USD by agent and model (store)", "Repeated steps per agent and the model "
+                   "whose calls produced them: tokens by type (uncached input, output, cache reads and writes) and "
+                   "USD, from mast_repeated_steps.", [sql(q.WASTE_BY_MODEL, db, scope)],
+                   overrides=[override("wasted_cost_usd", **usd)], sort_by="wasted_cost_usd"), 12, 8)
+    grid.add(table("Tools repeated most (store)", "Tools by repeated steps, with the traces and agents that "
+                   "repeated them and what the repeats cost (`(model output)`: repeated model text).",
+                   [sql(q.WASTE_BY_TOOL, db, scope)], overrides=[override("wasted_cost_usd", **usd)],
+                   sort_by="repeated_steps"), 12, 8)
+    grid.add(table("Repeated steps by agent and tool (store)", "Each agent's repeated tools, agents by their total "
+                   "waste (what `mastwatch top waste` prints).", [sql(q.WASTE, db, scope)],
+                   overrides=[override("wasted_cost_usd", **usd), override("agent_wasted_cost_usd", **usd)]), 24, 8)
     grid.add(table("Costliest looping runs", "Runs with repeated steps, by wasted USD. trace_id opens the trace.",
-                   [sql(ch.COSTLIEST_LOOPS, db, where)],
+                   [sql(q.COSTLIEST_LOOPS, db, scope)],
                    overrides=[override("time", unit="dateTimeAsIso", custom__width=170),
-                              override("wasted_cost_usd", unit="currencyUSD", decimals=4),
-                              override("cost_usd", unit="currencyUSD", decimals=4),
+                              override("wasted_cost_usd", **usd), override("cost_usd", **usd),
                               trace_link(config.dashboards.trace_url)]), 24, 9)

@@ -166,7 +166,7 @@ def cmd_dashboards(args: argparse.Namespace, config: Config) -> int:
 def cmd_rules(args: argparse.Namespace, config: Config) -> int:
     from mastwatch.dashboards.rules import write
 
-    print(write(config, Path(args.out)))
+    print(write(config, Path(args.out), args.prometheus_rule))
     return 0
 
 
@@ -196,8 +196,8 @@ def cmd_top(args: argparse.Namespace, config: Config) -> int:
 
     now = time.time_ns()
     try:
-        filters = Filters(time_bound(args.since, now), time_bound(args.until, now), args.service or "",
-                          args.agent or "", args.mode or "", args.limit)
+        filters = Filters(time_bound(args.since, now), time_bound(args.until, now), service=args.service or "",
+                          agent=args.agent or "", model=args.model or "", mode=args.mode or "", limit=args.limit)
     except ValueError as e:
         print(f"mastwatch top: {e}", file=sys.stderr)
         return 2
@@ -273,13 +273,15 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--cluster", metavar="NAME", help="ReplicatedMergeTree and Distributed tables, ON CLUSTER "
                         "NAME (default: exporters.store.cluster)")
     schema.add_argument("--database", metavar="DB", type=_identifier, help="default: exporters.store.database")
-    top = sub.add_parser("top", help="what the store holds: waste by agent and tool, failure modes, failing traces")
+    top = sub.add_parser("top", help="what the store holds: waste by agent and tool, by model, by tool; failure "
+                         "modes, failing traces, the judge's verdicts")
     _common(top)
-    top.add_argument("what", choices=["waste", "failures", "traces"])
+    top.add_argument("what", choices=["waste", "models", "tools", "failures", "traces", "judge"])
     top.add_argument("--since", default="24h", help="a duration back from now (24h, 7d) or a UTC time (default: 24h)")
     top.add_argument("--until", default="now", help="now, a duration back from now, or a UTC time (default: now)")
     top.add_argument("--service", help="only this service")
     top.add_argument("--agent", help="only this agent")
+    top.add_argument("--model", help="only this model (waste, models, tools, traces)")
     top.add_argument("--mode", metavar="FM-x.y", help="traces: only those showing this failure mode")
     top.add_argument("--limit", type=int, default=20, help="rows (default: 20)")
     top.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
@@ -292,6 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--out", required=True, metavar="DIR", help="output directory")
     rules.add_argument("--budget-usd", type=float, help="repeated-step spend budget per agent and window "
                        "(rules.wasted_spend.budget_usd)")
+    rules.add_argument("--prometheus-rule", action="store_true", help="write a Prometheus Operator PrometheusRule "
+                       "(mastwatch-prometheusrule.yaml) instead")
     report = sub.add_parser("report", help="render the store's dashboard panels to a self-contained HTML page")
     _common(report)
     report.add_argument("--out", required=True, metavar="FILE.html", help="the HTML page")

@@ -1,9 +1,10 @@
 """A small fleet of simulated agents that send real OTLP through the OpenTelemetry SDK.
 
 Each agent runs one task after another as an `invoke_agent` span with `chat` and `execute_tool` children
-(OTel GenAI conventions, content capture on). Some runs loop (the same call again and again, or a
-two-step cycle), some retry after an error, some poll, most are healthy. Half the agents export over
-gRPC, half over HTTP.
+(OTel GenAI conventions, content capture on). Most runs are healthy. Some loop (the same call again and
+again, or a two-step cycle: FM-1.3), some retry after an error, some poll; some claim success after their
+check failed (FM-3.3), some change state and never check it (FM-3.2), and some hit the framework's turn
+limit (FM-1.5, as the OpenAI Agents SDK's MaxTurnsExceeded). Half the agents export over gRPC, half over HTTP.
 """
 
 from __future__ import annotations
@@ -30,17 +31,23 @@ class Profile:
     provider: str
     tools: tuple[str, ...]
     protocol: str  # grpc | http
+    change: str  # a state-changing tool
+    check: str  # a tool that shows the state it left
 
 
 FLEET = (
     Profile("sre-agents", "sre-bot", "gpt-4.1-mini", "openai",
-            ("kubectl_get_pods", "query_prometheus", "get_pod_logs", "restart_deployment"), "grpc"),
+            ("kubectl_get_pods", "query_prometheus", "get_pod_logs", "restart_deployment"), "grpc",
+            "scale_deployment", "get_rollout_status"),
     Profile("support", "support-agent", "claude-sonnet-4-0", "anthropic",
-            ("lookup_order", "get_shipping_status", "issue_refund"), "http"),
-    Profile("coding", "coding-agent", "gpt-4o", "openai", ("read_file", "run_tests", "edit_file"), "grpc"),
+            ("lookup_order", "get_shipping_status", "issue_refund"), "http", "cancel_order", "lookup_order"),
+    Profile("coding", "coding-agent", "gpt-4o", "openai", ("read_file", "run_tests", "edit_file"), "grpc",
+            "apply_patch", "run_tests"),
     Profile("internal-tools", "triage-agent", "acme-llama-3-70b-local", "acme", ("search_tickets", "add_label"),
-            "http"),
+            "http", "update_ticket", "search_tickets"),
 )
+BEHAVIOURS = {"healthy": 10, "loop": 4, "cycle": 2, "retry": 2, "poll": 2, "false_success": 1, "unchecked": 1,
+              "turn_limit": 1}  # relative weights
 
 
 class SimulatedAgent:
@@ -87,10 +94,10 @@ class SimulatedAgent:
         self._tool(tool, args, result, error)
         return tokens + self.rng.randint(150, 400)
 
-    def run_once(self) -> str:
-        """One task; returns which behaviour it showed."""
+    def run_once(self, behaviour: str | None = None) -> tuple[str, str]:
+        """One task (of `behaviour`, else one drawn by weight); returns the behaviour and the trace id (hex)."""
         p, rng = self.p, self.rng
-        behaviour = rng.choices(["healthy", "loop", "cycle", "retry", "poll"], weights=[5, 2, 1, 1, 1])[0]
+        behaviour = behaviour or rng.choices(list(BEHAVIOURS), weights=list(BEHAVIOURS.values()))[0]
         with self.tracer.start_as_current_span(f"invoke_agent {p.agent}", kind=SpanKind.INTERNAL) as root:
             root.set_attributes({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": p.agent,
                                  "gen_ai.provider.name": p.provider, "gen_ai.request.model": p.model,
@@ -108,15 +115,35 @@ class SimulatedAgent:
             elif behaviour == "retry":  # a failure, then the same call again: a retry, not repetition
                 tokens = self._step(tokens, first, target, "503 upstream unavailable", error=True)
                 tokens = self._step(tokens, first, target, "ok")
-                tokens = self._step(tokens, p.tools[-1], target, "done")
+                tokens = self._step(tokens, p.check, target, json.dumps({"id": target["id"], "state": "done"}))
             elif behaviour == "poll":  # the same status call, a different answer each time: polling
                 for i in range(4):
                     tokens = self._step(tokens, second, target, json.dumps({"state": "running", "progress": i * 25}))
-            else:
+            elif behaviour == "false_success":  # the check of a change fails, the answer claims success: FM-3.3
+                tokens = self._step(tokens, first, target, json.dumps({"id": target["id"], "items": 3}))
+                tokens = self._step(tokens, p.change, target, json.dumps({"id": target["id"], "changed": True}))
+                tokens = self._step(tokens, p.check, target, f"Error: {p.check} failed for {target['id']}",
+                                    error=True)
+                self._chat(tokens, None, None, text=f"Task {target['id']} has been completed successfully.")
+            elif behaviour == "unchecked":  # a change acknowledged, never checked: FM-3.2
+                tokens = self._step(tokens, first, target, json.dumps({"id": target["id"], "items": 3}))
+                tokens = self._step(tokens, p.change, target, json.dumps({"status": "accepted", "id": target["id"]}))
+            elif behaviour == "turn_limit":  # the framework stops the run at its turn limit: FM-1.5
+                reads = (first, second, p.check)
+                for page in range(rng.randint(3, 5)):
+                    tokens = self._step(tokens, reads[page % 3], {"id": target["id"], "page": page},
+                                        json.dumps({"page": page, "items": 10}))
+                root.set_attribute("error.type", "agents.exceptions.MaxTurnsExceeded")
+                root.set_status(Status(StatusCode.ERROR, f"Max turns ({page + 1}) exceeded"))
+                return behaviour, f"{root.get_span_context().trace_id:032x}"
+            else:  # a few calls, then a look at the state they left
                 for tool in rng.sample(p.tools, k=min(len(p.tools), rng.randint(2, 3))):
-                    tokens = self._step(tokens, tool, {"id": target["id"], "q": tool}, "ok")
-            self._chat(tokens, None, None, text=f"Task {target['id']} handled ({behaviour}).")
-        return behaviour
+                    tokens = self._step(tokens, tool, {"id": target["id"], "q": tool},
+                                        json.dumps({"id": target["id"], tool: "ok"}))
+                tokens = self._step(tokens, p.check, target, json.dumps({"id": target["id"], "state": "done"}))
+            if behaviour != "false_success":
+                self._chat(tokens, None, None, text=f"Task {target['id']} handled ({behaviour}).")
+        return behaviour, f"{root.get_span_context().trace_id:032x}"
 
 
 def _provider(profile: Profile, grpc_endpoint: str, http_endpoint: str, delay_ms: int) -> TracerProvider:
@@ -138,7 +165,7 @@ def run_fleet(grpc_endpoint: str, http_endpoint: str, stop: threading.Event, *, 
         agent = SimulatedAgent(profile, provider.get_tracer("mastwatch.demo"),
                                random.Random(None if seed is None else seed + index), pace)
         while not stop.is_set():
-            behaviour = agent.run_once()
+            behaviour, _ = agent.run_once()
             with lock:
                 counts[behaviour] = counts.get(behaviour, 0) + 1
 

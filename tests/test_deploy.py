@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import pytest
 import yaml
 
 from mastwatch.config import load
+from mastwatch.dashboards import rules
 
 try:
     import tomllib
@@ -76,8 +79,25 @@ def compose() -> dict:
 
 
 def _mastwatch_services(compose: dict) -> dict[str, dict]:
-    return {name: s for name, s in compose["services"].items()
-            if isinstance(s.get("build"), dict) and s["build"].get("dockerfile") == "deploy/Dockerfile"}
+    """The replicas: the mastwatch image running its default command (serve)."""
+    return {name: s for name, s in compose["services"].items() if "command" not in s
+            and isinstance(s.get("build"), dict) and s["build"].get("dockerfile") == "deploy/Dockerfile"}
+
+
+def _compose_env(environment: dict, **variables: str) -> dict[str, str]:
+    """A service's environment as the container sees it, ${VAR:-default} substituted from `variables`."""
+    def substitute(value: str) -> str:
+        return re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: variables.get(m.group(1), m.group(2)), str(value))
+
+    return {key: substitute(value) for key, value in environment.items()}
+
+
+def _config_in(service: dict, **variables: str):
+    """The mastwatch configuration a compose service runs with."""
+    env = _compose_env(service["environment"], **variables)
+    mounts = dict(v.split(":")[:2][::-1] for v in service["volumes"])
+    path = COMPOSE / mounts[env.pop("MASTWATCH_CONFIG")]
+    return load(str(path), environ=env)
 
 
 def _container(doc: dict) -> dict:
@@ -328,9 +348,10 @@ def test_kustomization_lists_manifests():
     assert len(resources) == len(set(resources))
     for resource in resources:
         assert (K8S / resource).is_file(), resource
-    optional = {"kustomization.yaml", "servicemonitor.yaml"}
+    optional = {"kustomization.yaml", "servicemonitor.yaml", rules.PROMETHEUS_RULE}
     assert {p.name for p in K8S.glob("*.yaml")} - optional == set(resources)
-    assert "servicemonitor.yaml" in (K8S / "kustomization.yaml").read_text(encoding="utf-8")
+    for name in optional - {"kustomization.yaml"}:
+        assert name in (K8S / "kustomization.yaml").read_text(encoding="utf-8")
 
 
 # --- ClickHouse ---------------------------------------------------------------------------------------------
@@ -364,3 +385,82 @@ def test_clickhouse_user(compose):
     assert password.get("from_env") in compose["services"]["clickhouse"]["environment"]
     grants = " ".join(q.text for q in user.find("grants").findall("query"))
     assert "ON mastwatch.*" in grants and "INSERT" in grants
+
+
+# --- Grafana and the rules ----------------------------------------------------------------------------------
+
+def _mounts(service: dict) -> dict[str, str]:
+    """container path -> volume or host path"""
+    return {v.split(":")[1]: v.split(":")[0] for v in service.get("volumes", [])}
+
+
+def test_compose_generates_dashboards_and_rules_for_grafana_and_prometheus(compose, config):
+    services = compose["services"]
+    job = services["mastwatch-config"]
+    assert job["build"] == services["mastwatch-1"]["build"] and job["image"] == services["mastwatch-1"]["image"]
+    assert job["restart"] == "no" and job["entrypoint"] == ["sh", "-c"]
+    (command,) = job["command"]
+    outs = dict(re.findall(r"mastwatch (dashboards|rules) --out (\S+)", command))
+    assert set(outs) == {"dashboards", "rules"} and "&&" in command
+    job_mounts = _mounts(job)
+    generated = _config_in(job)
+    # Prometheus loads the rules file from the volume the job wrote it into, and scrapes the job the rules name.
+    prometheus = services["prometheus"]
+    prometheus_yml = _docs(COMPOSE / "prometheus.yml")[0]
+    (rule_file,) = prometheus_yml["rule_files"]
+    rules_dir, _, name = rule_file.rpartition("/")
+    assert name == rules.FILENAME and _mounts(prometheus)[rules_dir] == job_mounts[outs["rules"]]
+    assert [j["job_name"] for j in prometheus_yml["scrape_configs"]] == [generated.rules.health.job]
+    # Grafana reads the provisioning files and the dashboards from the volume the job wrote them into.
+    grafana = services["grafana"]
+    assert grafana["image"].startswith("grafana/grafana:")
+    assert "grafana-clickhouse-datasource" in grafana["environment"]["GF_PLUGINS_PREINSTALL"].split(",")
+    (grafana_dir,) = [path for path, source in _mounts(grafana).items() if source == job_mounts[outs["dashboards"]]]
+    assert grafana["environment"]["GF_PATHS_PROVISIONING"] == f"{grafana_dir}/provisioning"
+    assert generated.dashboards.path == f"{grafana_dir}/dashboards"
+    assert generated.dashboards.prometheus_url == f"http://prometheus:{_port(prometheus['ports'][0])}"
+    clickhouse = services["clickhouse"]
+    assert generated.dashboards.clickhouse_host == "clickhouse"
+    assert f"127.0.0.1:{generated.dashboards.clickhouse_port}:{generated.dashboards.clickhouse_port}" in \
+        clickhouse["ports"]
+    assert "MASTWATCH_CLICKHOUSE_PASSWORD" in grafana["environment"]
+    for dependant in (prometheus, grafana):
+        assert dependant["depends_on"]["mastwatch-config"] == {"condition": "service_completed_successfully"}
+    assert {"prometheus-rules", "grafana-files"} <= set(compose["volumes"])
+
+
+def test_compose_replicas_write_to_clickhouse_when_asked(compose, config):
+    users = ET.parse(CH / "users.d" / "mastwatch.xml").getroot().find("users")
+    clickhouse = compose["services"]["clickhouse"]
+    for replica in _mastwatch_services(compose).values():
+        default = _config_in(replica)  # by default: the embedded store in the volume, as in the image
+        assert default.exporters.store.engine == "chdb" and default.exporters.store.path == config.exporters.store.path
+        assert (default.receiver, default.processor) == (config.receiver, config.processor)
+        store = _config_in(replica, MASTWATCH_STORE_ENGINE="clickhouse").exporters.store
+        assert store.engine == "clickhouse" and store.url == "http://clickhouse:8123"
+        assert "127.0.0.1:8123:8123" in clickhouse["ports"] and users.find(store.user) is not None
+        assert store.password.get_secret_value() == _compose_env(clickhouse["environment"])[
+            "MASTWATCH_CLICKHOUSE_PASSWORD"]
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is installed by .ci/run")
+def test_compose_prometheus_config_loads_the_generated_rules(tmp_path, config):
+    prometheus_yml = _docs(COMPOSE / "prometheus.yml")[0]
+    written = rules.write(config, tmp_path / "rules")
+    prometheus_yml["rule_files"] = [str(written)]
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(prometheus_yml))
+    result = subprocess.run(["promtool", "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
+
+
+def test_k8s_prometheus_rule_is_generated_from_the_production_config(config, tmp_path):
+    written = rules.write(config, tmp_path, operator=True)
+    committed = K8S / rules.PROMETHEUS_RULE
+    assert committed.read_text() == written.read_text(), \
+        "regenerate: mastwatch rules --config deploy/mastwatch.yaml --prometheus-rule --out deploy/kubernetes"
+    rule = _docs(committed)[0]
+    assert rule["spec"] == rules.rules(config) and rule["kind"] == "PrometheusRule"
+    monitor = _docs(K8S / "servicemonitor.yaml")[0]
+    service = _docs(K8S / "mastwatch-service.yaml")[0]
+    assert service["metadata"]["labels"][monitor["spec"]["jobLabel"]] == config.rules.health.job

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import struct
@@ -13,6 +14,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from mastwatch.demo import BEHAVIOURS, FLEET, SimulatedAgent
 from mastwatch.exporter.store.chdb_engine import ChdbEngine
 from tests.otlp_corpus import corpus, to_otlp_json_line
 from tests.sdk_agents import agent_run, chat, provider, step, tool
@@ -210,6 +212,24 @@ def test_demo_fills_metrics_and_store_within_a_minute(tmp_path: Path) -> None:
     assert "simulated agents are sending OTLP" in stdout
     rows = _query_store(store, "SELECT agent, count() AS n FROM mastwatch.mast_traces GROUP BY agent ORDER BY agent")
     assert {r["agent"] for r in rows} == {"coding-agent", "sre-bot", "support-agent", "triage-agent"}
+
+
+def test_every_demo_behaviour_shows_its_failure_mode(server) -> None:
+    """Each simulated behaviour, for every agent of the fleet, shows exactly the mode it stands for."""
+    expected = {"healthy": [], "poll": [], "retry": [], "loop": ["FM-1.3"], "cycle": ["FM-1.3"],
+                "false_success": ["FM-3.3"], "unchecked": ["FM-3.2"], "turn_limit": ["FM-1.5"]}
+    assert set(expected) == set(BEHAVIOURS)
+    runs = {}
+    for i, profile in enumerate(FLEET):
+        tp = provider("grpc", server.grpc_endpoint, profile.service)
+        agent = SimulatedAgent(profile, tp.get_tracer("demo"), random.Random(i), pace=0)
+        for behaviour in BEHAVIOURS:
+            runs[agent.run_once(behaviour)[1]] = (profile.agent, behaviour)
+        tp.shutdown()
+    rows = server.wait_for(lambda: len(found := server.rows("SELECT trace_id, failure_modes FROM {db}.mast_traces"))
+                           == len(runs) and found)
+    assert {runs[r["trace_id"]]: r["failure_modes"] for r in rows} == {
+        (p.agent, b): modes for p in FLEET for b, modes in expected.items()}
 
 
 def test_a_port_in_use_is_a_clear_error(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from mastwatch.config import Config
-from mastwatch.dashboards.rules import FILENAME, alerts
+from mastwatch.dashboards.rules import FILENAME, PROMETHEUS_RULE, alerts
 
 ROOT = Path(__file__).resolve().parents[1]
 MASTWATCH = [sys.executable, "-m", "mastwatch.cli"]
@@ -62,3 +62,12 @@ def test_every_alert_has_summary_description_and_a_runbook_section(rules_dir: Pa
             assert anchor == rule["alert"].lower() and anchor in sections
     assert {"record": "agent:mast_wasted_cost_usd:budget1h", "expr": "vector(0.5)", "labels": {"agent": "sre-bot"}} \
         in rules
+
+
+def test_the_prometheus_operator_rule_holds_the_same_groups(rules_dir: Path, tmp_path: Path) -> None:
+    result = subprocess.run([*MASTWATCH, "rules", "--out", str(tmp_path), "--prometheus-rule", "--set",
+                             "rules.wasted_spend.budgets.sre-bot=0.5"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    operator = yaml.safe_load((tmp_path / PROMETHEUS_RULE).read_text())
+    assert (operator["apiVersion"], operator["kind"]) == ("monitoring.coreos.com/v1", "PrometheusRule")
+    assert operator["spec"] == yaml.safe_load((rules_dir / FILENAME).read_text())

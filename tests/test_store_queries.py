@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
-from mastwatch.exporter.store import StoreConfig, StoreExporter
-from mastwatch.exporter.store.queries import QUERIES, Filters, run, time_bound
+from mastwatch.collector.judge.prompt import Assessment
+from mastwatch.collector.judge.stage import Judgement
+from mastwatch.exporter.store import StoreConfig, StoreExporter, queries
+from mastwatch.exporter.store.queries import PARAMETERS, QUERIES, Filters, Query, run, time_bound
 from tests.test_store import make_verdict
 
 DAY = 86_400 * 10**9
@@ -27,6 +30,12 @@ def fill(store: StoreExporter) -> None:
     ]
     for v in verdicts:
         store.export_verdict(v, None)
+    # The judge read traces 1 and 4: it confirms FM-1.3 in 1, rejects FM-3.3 in 4, and finds FM-2.3 in 4.
+    store.export_judgement(Judgement(f"{1:032x}", "ops", "sre-bot", T0 + 1, "judge-model", {
+        "FM-1.3": Assessment("FM-1.3", True, 0.8, (), "same call again")}, {"FM-1.3": 0.9}))
+    store.export_judgement(Judgement(f"{4:032x}", "data", "data-bot", T0 + 4, "judge-model", {
+        "FM-3.3": Assessment("FM-3.3", False, 0.7, (), "the check passed"),
+        "FM-2.3": Assessment("FM-2.3", True, 0.6, ("0101010101010101",), "drifted off the task")}, {"FM-3.3": 0.5}))
     assert store.flush()
 
 
@@ -54,14 +63,37 @@ def test_waste_by_agent_then_tool(store) -> None:
     assert run(store.engine, "mastwatch", "waste", Filters(T0, T0 + DAY, service="nope")) == []
 
 
+def test_waste_by_model_and_by_tool(store) -> None:
+    model, other = run(store.engine, "mastwatch", "models", RANGE)
+    assert (other["agent"], other["repeated_steps"]) == ("data-bot", 2)
+    assert (model["agent"], model["repeated_steps"], model["traces"]) == ("sre-bot", 5, 2)
+    assert (model["input_tokens"], model["output_tokens"], model["wasted_tokens"]) == (1800, 80, 1880)
+    assert model["wasted_cost_usd"] == pytest.approx(0.05)
+    assert len(run(store.engine, "mastwatch", "models", replace(RANGE, limit=1))) == 1
+    assert run(store.engine, "mastwatch", "models", replace(RANGE, model="other-model")) == []
+    assert len(run(store.engine, "mastwatch", "traces", replace(RANGE, model="other-model"))) == 0
+    tools = run(store.engine, "mastwatch", "tools", RANGE)
+    assert [(r["tool"], r["repeated_steps"], r["traces"], r["agents"]) for r in tools] == [
+        ("kubectl", 4, 2, 1), ("search", 3, 2, 2)]
+    assert tools[1]["wasted_cost_usd"] == pytest.approx(0.01)
+
+
+def test_judge_verdicts_by_mode(store) -> None:
+    rows = run(store.engine, "mastwatch", "judge", RANGE)
+    assert [(r["failure_mode"], r["judged"], r["confirmed"], r["rejected"], r["found"], r["agreement"])
+            for r in rows] == [("FM-1.3", 1, 1, 0, 0, 1.0), ("FM-2.3", 1, 0, 0, 1, 0.0), ("FM-3.3", 1, 0, 1, 0, 0.0)]
+
+
 def test_failure_modes_with_their_share_of_traces(store) -> None:
     rows = run(store.engine, "mastwatch", "failures", RANGE)
     assert [(r["failure_mode"], r["traces"], r["share"], r["agents"]) for r in rows] == [
-        ("FM-1.3", 3, 0.6, 2), ("FM-3.3", 1, 0.2, 1)]
-    assert rows[1]["name"] == "Incorrect verification" and rows[1]["category"] == "FC3"
+        ("FM-1.3", 3, 0.6, 2), ("FM-2.3", 1, 0.2, 1), ("FM-3.3", 1, 0.2, 1)]
+    assert rows[2]["name"] == "Incorrect verification" and rows[2]["category"] == "FC3"
+    assert rows[1]["basis"] == "judge" and rows[1]["latest_reason"] == "drifted off the task"
     data = run(store.engine, "mastwatch", "failures", Filters(T0, T0 + DAY, service="data"))
-    assert [(r["failure_mode"], r["share"]) for r in data] == [("FM-1.3", pytest.approx(1 / 3, abs=1e-4)),
-                                                               ("FM-3.3", pytest.approx(1 / 3, abs=1e-4))]
+    third = pytest.approx(1 / 3, abs=1e-4)
+    assert [(r["failure_mode"], r["share"]) for r in data] == [("FM-1.3", third), ("FM-2.3", third),
+                                                               ("FM-3.3", third)]
 
 
 def test_failing_traces_filtered_by_mode_and_time(store) -> None:
@@ -76,8 +108,33 @@ def test_failing_traces_filtered_by_mode_and_time(store) -> None:
 
 
 def test_every_query_has_a_test() -> None:
-    tested = {"waste", "failures", "traces"}
+    tested = {"waste", "models", "tools", "failures", "traces", "judge"}
     assert set(QUERIES) == tested
+
+
+def test_every_query_renders_for_the_cli_and_returns_rows(store) -> None:
+    """The dashboards' queries too: each runs with query parameters, with rows (the dashboards run them with
+    Grafana's macros in tests/test_live_queries.py)."""
+    every = {name: value for name, value in vars(queries).items() if isinstance(value, Query)}
+    assert len(every) == 14 and set(QUERIES.values()) <= set(every.values())
+    for name, query in every.items():
+        rows = store.query(PARAMETERS.render(query, "mastwatch"), RANGE.params())
+        assert rows or name == "AGENTS_BY_FAILURE_RATE", name  # that one lists agents with 10 runs or more
+        if query.format == "timeseries":
+            assert next(iter(rows[0])) == "time" and isinstance(list(rows[0].values())[-1], int | float), name
+    recent = store.query(PARAMETERS.render(queries.RECENT_FAILING_TRACES, "mastwatch"), RANGE.params())
+    by_trace = {int(r["trace_id"], 16): r for r in recent}
+    assert by_trace[4]["modes"] == "FM-2.3 FM-3.3" and by_trace[4]["evidence_spans"] == \
+        "0101010101010101 0202020202020202"
+    assert by_trace[4]["reasons"].startswith("FM-2.3 (judge): drifted off the task | FM-3.3 (structure): ")
+
+
+def test_a_dialect_without_modes_refuses_the_mode_query() -> None:
+    from mastwatch.dashboards.clickhouse import FLEET
+
+    with pytest.raises(ValueError, match="failure mode"):
+        FLEET.render(queries.TRACES, "mastwatch")
+    assert "{" not in FLEET.render(queries.RECENT_FAILING_TRACES, "mastwatch").replace("${", "")
 
 
 def test_time_bounds() -> None:

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from mastwatch.exporter.prometheus import SelfMetrics
 from mastwatch.exporter.store import StoreConfig, StoreExporter
 from mastwatch.exporter.store.clickhouse_engine import ClickhouseEngine
-from mastwatch.exporter.store.queries import QUERIES, Filters, run
+from mastwatch.exporter.store.queries import PARAMETERS, QUERIES, Filters, run
 from tests.clickhouse_http import ClickHouseHTTP
 from tests.test_lifecycle import MASTWATCH, _free_port, _wait_http
 from tests.test_receiver import post, request_of
@@ -58,8 +58,8 @@ def test_rows_arrive_whole_in_native_and_queries_agree_with_chdb(endpoint, tmp_p
             for filters in (Filters(T0, T0 + DAY), Filters(0, T0, agent=verdict.agent), Filters(T0, T0 + DAY,
                                                                                                    mode="FM-3.3")):
                 over_http = run(store.engine, "mastwatch", name, filters)
-                assert over_http == endpoint.query(QUERIES[name].replace("{db}", "mastwatch"), filters.params())
-                assert over_http
+                assert over_http == endpoint.query(PARAMETERS.render(QUERIES[name], "mastwatch"), filters.params())
+                assert over_http or (name == "judge" and filters.agent), name  # the judge read none of its
     finally:
         store.shutdown()
     (trace,) = endpoint.query(f"SELECT * FROM mastwatch.mast_traces WHERE trace_id = '{verdict.trace_id}'")

@@ -1,11 +1,22 @@
-"""The questions FinOps and SREs ask of the store, as parametrised SQL that the CLI (`mastwatch top`) and the
-dashboards share.
+"""Every question asked of the store, as SQL written once and rendered for its two readers: the CLI
+(`mastwatch top`, ClickHouse query parameters) and the Grafana dashboards and `mastwatch report` (Grafana's
+and the ClickHouse data source's macros, see `mastwatch.dashboards.clickhouse`).
 
-Each query reads `{db}` (the database, substituted before sending) and ClickHouse query parameters:
-{since:DateTime64(9, 'UTC')} and {until:DateTime64(9, 'UTC')} bound the time, {service:String},
-{agent:String} and {mode:String} filter when not empty, {limit:UInt32} caps the rows. Results hold only
-strings, numbers and arrays, so both engines return the same rows. On a cluster the tables are Distributed
-and the trace-id subquery runs as GLOBAL IN.
+A query is a template over placeholders that a `Dialect` writes:
+
+    {db}        the database
+    {traces}    the filter on mast_traces rows: time range, service and agent, the models they used
+    {steps}     the filter on rows with the model that produced them (mast_repeated_steps)
+    {rows}      the filter on other rows (mast_findings, mast_judgements): time range, service and agent
+    {range}     the time range alone
+    {bucket}    the time bucket of a time series
+    {mode}      a failure mode asked for ('' for all); only where the dialect has one
+    {limit}     the row limit (the dialect's, else the query's own)
+
+Output aliases never reuse a column's name: ClickHouse resolves aliases in WHERE too, so an alias `models`
+would turn a filter on the `models` array into one on a string. Results of the CLI's queries hold only
+strings, numbers and arrays, so every engine returns the same rows. On a cluster the tables are Distributed
+and trace-id subqueries run as GLOBAL IN.
 """
 
 from __future__ import annotations
@@ -13,55 +24,204 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 from mastwatch.durations import parse_duration
 
 from . import Engine
 
-_RANGE = """started_at >= {since:DateTime64(9, 'UTC')} AND started_at < {until:DateTime64(9, 'UTC')}"""
-_FILTERS = _RANGE + """
-  AND ({service:String} = '' OR service = {service:String})
-  AND ({agent:String} = '' OR agent = {agent:String})"""
 
-# Repeated steps by agent and tool; agents ordered by their total waste, each agent's tools by theirs.
-WASTE = f"""SELECT service, agent, tool,
-    count() AS repeated_steps,
-    uniqExact(trace_id) AS traces,
-    sum(uncached_input_tokens + cache_read_tokens + cache_write_tokens) AS wasted_input_tokens,
-    sum(output_tokens) AS wasted_output_tokens,
-    round(sum(cost_usd), 6) AS wasted_cost_usd,
-    round(sum(sum(cost_usd)) OVER (PARTITION BY service, agent), 6) AS agent_wasted_cost_usd
-FROM {{db}}.mast_repeated_steps
-WHERE {_FILTERS}
-GROUP BY service, agent, tool
-ORDER BY agent_wasted_cost_usd DESC, service, agent, wasted_cost_usd DESC, repeated_steps DESC, tool
-LIMIT {{limit:UInt32}}"""
+@dataclass(frozen=True)
+class Query:
+    sql: str
+    format: Literal["timeseries", "table"] = "table"
+    limit: int = 20  # rows when the dialect does not set the limit
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How a reader writes the placeholders: each filter is a condition on the table's columns."""
+
+    range: str
+    match: str  # service and agent
+    bucket: str
+    models: str = ""  # on mast_traces.models
+    model: str = ""  # on a row's model column
+    limit: str | None = None
+    mode: str | None = None
+
+    def render(self, query: Query, database: str) -> str:
+        if "{mode}" in query.sql and self.mode is None:
+            raise ValueError("this query filters by failure mode, which the dialect does not provide")
+        values = {"{db}": database, "{range}": self.range, "{bucket}": self.bucket, "{mode}": self.mode or "",
+                  "{limit}": self.limit or str(query.limit), "{rows}": _all(self.range, self.match),
+                  "{traces}": _all(self.range, self.match, self.models),
+                  "{steps}": _all(self.range, self.match, self.model)}
+        return re.sub("|".join(map(re.escape, values)), lambda m: values[m.group(0)], query.sql)
+
+
+def _all(*conditions: str) -> str:
+    return " AND ".join(c for c in conditions if c)
+
+
+# The CLI's dialect: ClickHouse query parameters ({since} and {until} bound the time; {service}, {agent},
+# {model} and {mode} filter when not empty; {limit} caps the rows), values from `Filters.params`.
+PARAMETERS = Dialect(
+    range="started_at >= {since:DateTime64(9, 'UTC')} AND started_at < {until:DateTime64(9, 'UTC')}",
+    match="({service:String} = '' OR service = {service:String}) AND ({agent:String} = '' OR agent = {agent:String})",
+    models="({model:String} = '' OR has(models, {model:String}))",
+    model="({model:String} = '' OR model = {model:String})",
+    bucket="toStartOfHour(started_at)", limit="{limit:UInt32}", mode="{mode:String}")
+
+# --- failure modes --------------------------------------------------------------------------------------------
+
+FINDINGS_OVER_TIME = Query("""\
+SELECT {bucket} AS time, failure_mode, count() AS traces
+FROM {db}.mast_findings
+WHERE {rows}
+GROUP BY time, failure_mode
+ORDER BY time""", "timeseries")
 
 # Failure modes by the traces that show them; share is of all traces within the same filters.
-FAILURES = f"""SELECT failure_mode, any(name) AS name, any(category) AS category,
-    uniqExact(trace_id) AS traces,
-    round(traces / greatest((SELECT count() FROM {{db}}.mast_traces WHERE {_FILTERS}), 1), 4) AS share,
-    uniqExact(agent) AS agents,
-    round(avg(confidence), 3) AS confidence
-FROM {{db}}.mast_findings
-WHERE {_FILTERS}
+FAILURES = Query("""\
+SELECT failure_mode, any(name) AS name, any(category) AS category, uniqExact(trace_id) AS traces,
+       round(traces / greatest((SELECT count() FROM {db}.mast_traces WHERE {traces}), 1), 4) AS share,
+       uniqExact(service, agent) AS agents, round(avg(confidence), 3) AS confidence,
+       topK(1)(basis)[1] AS basis, argMax(reason, started_at) AS latest_reason
+FROM {db}.mast_findings
+WHERE {rows}
 GROUP BY failure_mode
 ORDER BY traces DESC, failure_mode
-LIMIT {{limit:UInt32}}"""
+LIMIT {limit}""")
+
+AGENTS_BY_FAILURE_RATE = Query("""\
+SELECT service, agent, count() AS runs, countIf(notEmpty(failure_modes)) AS failing, failing / runs AS share,
+       topKArray(3)(failure_modes) AS top_modes
+FROM {db}.mast_traces
+WHERE {traces}
+GROUP BY service, agent
+HAVING runs >= 10
+ORDER BY share DESC, runs DESC
+LIMIT {limit}""")
+
+# Traces with findings, latest first: each mode with its basis and reason, and the evidence span ids.
+RECENT_FAILING_TRACES = Query("""\
+SELECT min(started_at) AS time, service, agent, arrayStringConcat(arraySort(groupArray(failure_mode)), ' ') AS modes,
+       max(confidence) AS top_confidence,
+       arrayStringConcat(arraySort(groupArray(concat(failure_mode, ' (', basis, '): ', reason))), ' | ') AS reasons,
+       arrayStringConcat(arraySort(arrayDistinct(arrayFlatten(groupArray(evidence)))), ' ') AS evidence_spans, trace_id
+FROM {db}.mast_findings
+WHERE {rows}
+GROUP BY trace_id, service, agent
+ORDER BY time DESC, trace_id
+LIMIT {limit}""", limit=200)
 
 # Failing traces (those showing {mode} when set), most wasteful first.
-TRACES = f"""SELECT trace_id, toString(started_at) AS started, service, agent, failure_modes, steps,
-    repeated_steps, round(cost_usd, 6) AS cost_usd, round(wasted_cost_usd, 6) AS wasted_cost_usd
-FROM {{db}}.mast_traces
-WHERE {_FILTERS}
+TRACES = Query("""\
+SELECT trace_id, toString(started_at) AS started, service, agent, failure_modes, steps,
+       repeated_steps, round(cost_usd, 6) AS cost_usd, round(wasted_cost_usd, 6) AS wasted_cost_usd
+FROM {db}.mast_traces
+WHERE {traces}
   AND notEmpty(failure_modes)
-  AND ({{mode:String}} = '' OR trace_id GLOBAL IN (
-      SELECT trace_id FROM {{db}}.mast_findings WHERE failure_mode = {{mode:String}} AND {_RANGE}))
+  AND ({mode} = '' OR trace_id GLOBAL IN (
+      SELECT trace_id FROM {db}.mast_findings WHERE failure_mode = {mode} AND {range}))
 ORDER BY wasted_cost_usd DESC, cost_usd DESC, started_at DESC, trace_id
-LIMIT {{limit:UInt32}}"""
+LIMIT {limit}""")
 
-QUERIES = {"waste": WASTE, "failures": FAILURES, "traces": TRACES}
+RECENT_TRACES = Query("""\
+SELECT started_at AS time, dateDiff('millisecond', started_at, ended_at) / 1000 AS duration,
+       arrayStringConcat(failure_modes, ' ') AS modes, arrayStringConcat(models, ' ') AS model_list, steps,
+       llm_calls, tool_calls, input_tokens + output_tokens AS tokens, cost_usd, repeated_steps, wasted_cost_usd,
+       completion, trace_id
+FROM {db}.mast_traces
+WHERE {traces}
+ORDER BY started_at DESC
+LIMIT {limit}""", limit=200)
+
+# The judge's verdicts by mode (judged traces are a sample: judge.sample_rate, and those with unsure findings).
+JUDGE_VERDICTS = Query("""\
+SELECT failure_mode, uniqExact(trace_id) AS judged, countIf(verdict = 'confirmed') AS confirmed,
+       countIf(verdict = 'rejected') AS rejected, countIf(verdict = 'found') AS found,
+       countIf(verdict = 'not_found') AS not_found,
+       round(confirmed / greatest(confirmed + rejected, 1), 3) AS agreement
+FROM {db}.mast_judgements
+WHERE {rows}
+GROUP BY failure_mode
+ORDER BY judged DESC, failure_mode
+LIMIT {limit}""")
+
+# --- repeated-step spend --------------------------------------------------------------------------------------
+
+SPEND_SUMMARY = Query("""\
+SELECT count() AS runs, countIf(notEmpty(failure_modes)) / runs AS failing_share, sum(cost_usd) AS spend_usd,
+       sum(wasted_cost_usd) AS wasted_usd, wasted_usd / spend_usd AS wasted_share
+FROM {db}.mast_traces
+WHERE {traces}""")
+
+WASTED_OVER_TIME = Query("""\
+SELECT {bucket} AS time, agent, sum(wasted_cost_usd) AS wasted_usd
+FROM {db}.mast_traces
+WHERE {traces}
+GROUP BY time, agent
+ORDER BY time""", "timeseries")
+
+WASTED_BY_AGENT = Query("""\
+SELECT service, agent, count() AS runs, countIf(repeated_steps > 0) AS looping_runs, sum(repeated_steps) AS repeated,
+       sum(wasted_input_tokens + wasted_output_tokens) AS wasted_tokens, sum(cost_usd) AS spend_usd,
+       sum(wasted_cost_usd) AS wasted_usd, if(spend_usd > 0, wasted_usd / spend_usd, 0) AS wasted_share
+FROM {db}.mast_traces
+WHERE {traces}
+GROUP BY service, agent
+ORDER BY wasted_usd DESC
+LIMIT {limit}""", limit=100)
+
+COSTLIEST_LOOPS = Query("""\
+SELECT started_at AS time, service, agent, arrayStringConcat(models, ' ') AS model_list, repeated_steps,
+       wasted_input_tokens + wasted_output_tokens AS wasted_tokens, wasted_cost_usd, cost_usd, trace_id
+FROM {db}.mast_traces
+WHERE {traces} AND repeated_steps > 0
+ORDER BY wasted_cost_usd DESC, repeated_steps DESC
+LIMIT {limit}""", limit=50)
+
+# Repeated steps by agent and tool; agents ordered by their total waste, each agent's tools by theirs.
+WASTE = Query("""\
+SELECT service, agent, tool, count() AS repeated_steps, uniqExact(trace_id) AS traces,
+       sum(uncached_input_tokens + cache_read_tokens + cache_write_tokens) AS wasted_input_tokens,
+       sum(output_tokens) AS wasted_output_tokens, round(sum(cost_usd), 6) AS wasted_cost_usd,
+       round(sum(sum(cost_usd)) OVER (PARTITION BY service, agent), 6) AS agent_wasted_cost_usd
+FROM {db}.mast_repeated_steps
+WHERE {steps}
+GROUP BY service, agent, tool
+ORDER BY agent_wasted_cost_usd DESC, service, agent, wasted_cost_usd DESC, repeated_steps DESC, tool
+LIMIT {limit}""")
+
+# Repeated steps by agent and the model whose calls produced them, tokens by type.
+WASTE_BY_MODEL = Query("""\
+SELECT service, agent, model, count() AS repeated_steps, uniqExact(trace_id) AS traces,
+       sum(uncached_input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+       sum(cache_read_tokens) AS cache_read_tokens, sum(cache_write_tokens) AS cache_write_tokens,
+       input_tokens + output_tokens + cache_read_tokens + cache_write_tokens AS wasted_tokens,
+       round(sum(cost_usd), 6) AS wasted_cost_usd
+FROM {db}.mast_repeated_steps
+WHERE {steps}
+GROUP BY service, agent, model
+ORDER BY wasted_cost_usd DESC, wasted_tokens DESC, service, agent, model
+LIMIT {limit}""")
+
+# The tools repeated most, fleet-wide, with what their repeats cost.
+WASTE_BY_TOOL = Query("""\
+SELECT tool, count() AS repeated_steps, uniqExact(trace_id) AS traces, uniqExact(service, agent) AS agents,
+       sum(uncached_input_tokens + output_tokens + cache_read_tokens + cache_write_tokens) AS wasted_tokens,
+       round(sum(cost_usd), 6) AS wasted_cost_usd
+FROM {db}.mast_repeated_steps
+WHERE {steps}
+GROUP BY tool
+ORDER BY repeated_steps DESC, wasted_cost_usd DESC, tool
+LIMIT {limit}""")
+
+# `mastwatch top <name>`
+QUERIES = {"waste": WASTE, "models": WASTE_BY_MODEL, "tools": WASTE_BY_TOOL, "failures": FAILURES,
+           "traces": TRACES, "judge": JUDGE_VERDICTS}
 
 
 @dataclass(frozen=True)
@@ -70,6 +230,7 @@ class Filters:
     until_ns: int
     service: str = ""
     agent: str = ""
+    model: str = ""
     mode: str = ""
     limit: int = 20
 
@@ -85,8 +246,8 @@ def _datetime64(ns: int) -> str:
 
 
 def run(engine: Engine, database: str, name: str, filters: Filters) -> list[dict[str, Any]]:
-    """Rows of query `name` (waste, failures, traces) as dicts, columns in SELECT order."""
-    return engine.query(QUERIES[name].replace("{db}", database), filters.params())
+    """Rows of `mastwatch top` query `name` as dicts, columns in SELECT order."""
+    return engine.query(PARAMETERS.render(QUERIES[name], database), filters.params())
 
 
 def time_bound(text: str, now_ns: int) -> int:
