@@ -62,6 +62,15 @@ def _fmt(value: Any, unit: str) -> str:
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.3g}"
 
 
+def _axis_format(unit: str) -> Any:
+    """Tick labels: short, as Grafana draws its axes (table cells keep `_fmt`'s precision)."""
+    if unit == "currencyUSD":
+        return lambda v, _: f"${v:,.3g}"
+    if unit == "percentunit":
+        return lambda v, _: f"{v:.0%}"
+    return lambda v, _: f"{v:,.3g}"
+
+
 def _svg(fig: plt.Figure) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
@@ -93,9 +102,7 @@ def _draw_timeseries(ax: plt.Axes, panel: dict[str, Any], rows: list[dict[str, A
     for i, (name, values) in enumerate(sorted(series.items())):
         ax.bar(times, values, width=width, bottom=bottom, label=name, color=PALETTE[i % len(PALETTE)])
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    unit = _units(panel)[""]
-    if unit == "currencyUSD":
-        ax.yaxis.set_major_formatter(lambda v, _: f"${v:,.3g}")
+    ax.yaxis.set_major_formatter(_axis_format(_units(panel)[""]))
     locator = mdates.AutoDateLocator()
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
@@ -118,7 +125,7 @@ def _draw_bars(ax: plt.Axes, panel: dict[str, Any], bars: tuple[list[str], list[
     labels, values, column = bars
     ax.barh(labels[::-1], values[::-1], color=PALETTE[0])
     unit = _units(panel).get(column, "")
-    ax.xaxis.set_major_formatter(lambda v, _: _fmt(v, unit))
+    ax.xaxis.set_major_formatter(_axis_format(unit))
     ax.set_xlabel(column, fontsize=8)
 
 
