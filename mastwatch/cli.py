@@ -127,7 +127,15 @@ def cmd_eval(args: argparse.Namespace, config: Config) -> int:
     import json
     from pathlib import Path
 
-    from mastwatch.evaluate import EvalError, annotator_agreement, evaluate, format_report, real_runs, scenario_runs
+    from mastwatch.evaluate import (
+        EvalError,
+        annotator_agreement,
+        blind_runs,
+        evaluate,
+        format_report,
+        real_runs,
+        scenario_runs,
+    )
 
     labels = Path(args.labels)
     content = args.content == "on"
@@ -148,6 +156,11 @@ def cmd_eval(args: argparse.Namespace, config: Config) -> int:
             report = evaluate(scenario_runs(content), config.processor)
             out["scenarios"] = report.to_dict()
             tables.append(format_report(f"scenarios, content {args.content}", report))
+        if args.corpus in ("blind", "all"):
+            report = evaluate(blind_runs(Path(args.blind) if args.blind else labels.parent / "blind", content),
+                              config.processor)
+            out["blind"] = report.to_dict()
+            tables.append(format_report(f"blind runs, content {args.content}", report))
     except EvalError as e:
         print(f"mastwatch eval: {e}", file=sys.stderr)
         return 2
@@ -255,13 +268,15 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation = sub.add_parser("eval", help="score the classifier against labelled runs: per mode precision, "
                                 "recall, F1, kappa, confusion")
     _common(evaluation)
-    evaluation.add_argument("--corpus", choices=["real", "scenarios", "all"], default="all")
+    evaluation.add_argument("--corpus", choices=["real", "scenarios", "blind", "all"], default="all")
     evaluation.add_argument("--split", choices=["dev", "test", "all"], default="all",
                             help="part of the real corpus (default: both, reported apart)")
     evaluation.add_argument("--content", choices=["on", "off"], default="on",
                             help="off: strip message content, tool arguments and results first")
     evaluation.add_argument("--labels", default="tests/data/labels",
                             help="labelled corpus of a checkout (default: tests/data/labels)")
+    evaluation.add_argument("--blind", metavar="DIR", help="blind labelled corpus (default: blind/ next to --labels, "
+                            "i.e. tests/data/blind)")
     evaluation.add_argument("--json", action="store_true", help="one JSON document (for CI)")
     demo = sub.add_parser("demo", help="serve, with a fleet of simulated agents sending OTLP")
     _common(demo)

@@ -4,7 +4,9 @@ Runs go through the same Processor as `serve` and `replay`. Two corpora:
 - real: the recorded runs of a checkout's `tests/data`, converted to OTLP by `tests/otlp_corpus.py`, with the
   adjudicated labels in `tests/data/labels/final.json`; split by a stable hash of the run id into a dev part
   (two thirds, for development) and a test part (one third, for reporting), stratified by label set;
-- scenarios: generated runs with positive and negative variants per mode (`mastwatch.scenarios`).
+- scenarios: generated runs with positive and negative variants per mode (`mastwatch.scenarios`);
+- blind: runs written from the MAST definitions and the span conventions alone, without the detectors or the
+  scenarios at hand (`tests/data/blind`: OTLP/JSON lines and `labels.json` keyed by trace id).
 `--content off` strips message content, tool arguments and results from every span, as instrumentations do
 by default.
 """
@@ -37,6 +39,7 @@ CONTENT_KEYS = frozenset({
     "tool.parameters", "tool_call.function.arguments", "ai.response.text", "ai.response.toolCalls",
     "ai.toolCall.args", "ai.toolCall.result", "ai.prompt", "ai.prompt.messages", "langfuse.observation.input",
     "langfuse.observation.output", "pydantic_ai.all_messages", "final_result", "gen_ai.choice",
+    "traceloop.entity.input", "traceloop.entity.output",
 })
 CONTENT_PREFIXES = ("gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages.", "llm.output_messages.",
                     "ai.prompt.", "ai.response.")
@@ -226,6 +229,41 @@ def scenario_runs(content: bool = True) -> list[LabelledRun]:
         spans = records(scenario.request).spans
         runs.append(LabelledRun(scenario.name, spans if content else without_content(spans), scenario.modes,
                                 "scenario"))
+    return runs
+
+
+def blind_runs(blind_dir: Path, content: bool = True) -> list[LabelledRun]:
+    """The blind corpus: every trace of the OTLP/JSON lines files in `blind_dir`, labelled in its labels.json
+    `{trace id hex: {"name", "modes": [code], "why"}}`; runs are named by their label's name."""
+    from mastwatch.replay import ReplayError, read_requests
+
+    path = blind_dir / "labels.json"
+    try:
+        labels = json.loads(path.read_text())
+    except OSError as e:
+        raise EvalError(f"cannot read blind labels {path}: {e.strerror} (point --blind at tests/data/blind of a "
+                        "mastwatch checkout)") from None
+    except ValueError as e:
+        raise EvalError(f"blind labels {path} are not valid JSON: {e}") from None
+    spans: dict[str, list[SpanRecord]] = {}
+    try:
+        for file in sorted(blind_dir.glob("*.jsonl")):
+            for request in read_requests(str(file)):
+                for span in request:
+                    spans.setdefault(span.trace_id.hex(), []).append(span)
+    except ReplayError as e:
+        raise EvalError(str(e)) from None
+    if set(spans) != set(labels):
+        raise EvalError(f"blind corpus {blind_dir}: traces without labels {sorted(set(spans) - set(labels))[:3]}, "
+                        f"labels without traces {sorted(set(labels) - set(spans))[:3]}")
+    runs = []
+    for trace_id, entry in labels.items():
+        modes = frozenset(entry.get("modes") or ())
+        if unknown := modes - set(MODES):
+            raise EvalError(f"blind labels {path}: trace {trace_id} has unknown modes {sorted(unknown)}")
+        trace = spans[trace_id]
+        runs.append(LabelledRun(entry.get("name") or trace_id, trace if content else without_content(trace), modes,
+                                "blind"))
     return runs
 
 

@@ -7,9 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mastwatch.evaluate import (
+    CONTENT_KEYS,
+    EvalError,
     LabelledRun,
     annotator_agreement,
+    blind_runs,
     cohen_kappa,
     kappa_from_counts,
     label_key,
@@ -69,7 +74,7 @@ def test_eval_command_json_and_table(tmp_path: Path) -> None:
                              "--labels", str(LABELS)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert set(out) >= {"real_dev", "scenarios", "annotator_kappa"} and "real_test" not in out
+    assert set(out) >= {"real_dev", "scenarios", "blind", "annotator_kappa"} and "real_test" not in out
     assert out["real_dev"]["runs"] == 38 and out["scenarios"]["runs"] >= 90
     assert out["real_dev"]["not_assessed"] == ["FM-1.1", "FM-1.2", "FM-2.2", "FM-2.3", "FM-2.4"]
     for code, mode in out["scenarios"]["modes"].items():
@@ -84,3 +89,36 @@ def test_eval_outside_a_checkout_is_a_clear_error(tmp_path: Path) -> None:
     result = subprocess.run([*MASTWATCH, "eval", "--corpus", "real"], capture_output=True, text=True, timeout=120,
                             cwd=tmp_path)
     assert result.returncode == 2 and "--labels" in result.stderr
+
+
+BLIND = Path(__file__).parent / "data" / "blind"
+
+
+def test_blind_corpus_loads_every_labelled_trace() -> None:
+    labels = json.loads((BLIND / "labels.json").read_text())
+    runs = blind_runs(BLIND)
+    assert 80 <= len(runs) == len(labels) <= 120
+    assert {r.run_id for r in runs} == {entry["name"] for entry in labels.values()}
+    for run in runs:
+        assert run.spans and len({s.trace_id for s in run.spans}) == 1 and run.split == "blind"
+    assert any(not r.modes for r in runs) and all(entry["why"] for entry in labels.values())
+    stripped = blind_runs(BLIND, content=False)
+    assert not any(k in CONTENT_KEYS for r in stripped for s in r.spans for k in s.attributes)
+
+
+def test_blind_labels_without_traces_are_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "labels.json").write_text(json.dumps({"0" * 31 + "1": {"name": "x", "modes": [], "why": "-"}}))
+    with pytest.raises(EvalError, match="labels without traces"):
+        blind_runs(tmp_path)
+
+
+def test_eval_blind_prints_the_table_and_json() -> None:
+    table = subprocess.run([*MASTWATCH, "eval", "--corpus", "blind", "--labels", str(LABELS)],
+                           capture_output=True, text=True, timeout=300)
+    assert table.returncode == 0, table.stderr
+    assert "blind runs, content on" in table.stdout and "FM-3.3  Incorrect verification" in table.stdout
+    result = subprocess.run([*MASTWATCH, "eval", "--corpus", "blind", "--content", "off", "--json", "--blind",
+                             str(BLIND)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["blind"]["runs"] == len(blind_runs(BLIND)) and set(out) == {"content", "blind"}
