@@ -11,7 +11,16 @@ from typing import Any, NamedTuple
 from ..assemble import Trace
 from ..steps import Finding, Step, StepKind
 from .detector import Detector
-from .signals import CONTENT, STRUCTURE, TOOL_CALL_FINISH, claims_success, tool_error
+from .signals import (
+    CONTENT,
+    STRUCTURE,
+    TOOL_CALL_FINISH,
+    claims_success,
+    explains_failure,
+    tool_error,
+    transient,
+    unhealthy,
+)
 from .tools import ToolClassifier, ToolEffect
 
 
@@ -68,7 +77,9 @@ class Progress:
             self.failed_check = self.failed_check_basis = None
         elif self.write is not None:
             self.checks_after_write += 1
-            if self.failed_check is not None and self.failed_check.tool == step.tool:
+            if unhealthy(step):  # the check worked and shows the change did not
+                self.failed_check, self.failed_check_basis = step, CONTENT
+            elif self.failed_check is not None and self.failed_check.tool == step.tool:
                 self.failed_check = self.failed_check_basis = None
 
     @property
@@ -92,9 +103,12 @@ class Ending(NamedTuple):
 def ending(p: Progress) -> Ending | None:
     """FM-3.1 (ended before the work was done) or FM-3.3 (declared done against its own evidence), never both.
 
-    - the last tool call failed and the run ended: FM-3.3 if the final answer claims success (content) or the
-      failed call was the check of a change (structure), else FM-3.1;
-    - a check of the last change failed and was never passed, and the final answer claims success: FM-3.3.
+    - the last tool call failed and the run ended: FM-3.3 if the final answer claims success (content) or, its
+      text not captured, the failed call was the check of a change (structure); none if a change was refused for
+      good (not transiently) and the final answer explains it to the user (the objective became impossible); a
+      lookup that failed without anything else tried is still FM-3.1, as is any other failure;
+    - a check of the last change failed (or showed the system unhealthy) and was never passed, and the final
+      answer claims success: FM-3.3.
     """
     last, llm = p.last_tool, p.last_llm
     if last is None or llm is None or p.limit is not None:
@@ -106,7 +120,11 @@ def ending(p: Progress) -> Ending | None:
         if claim:
             return Ending("FM-3.3", 0.85, CONTENT, [last, llm],
                           f"final answer claims success ({llm.output_preview!r}) right after {last.tool} failed")
-        if p.failed_check is last:
+        if llm.output_preview is not None:  # the answer is known and claims nothing
+            if explains_failure(llm) and not transient(last) and \
+                    p.tools.effect(last.tool) is not ToolEffect.READ_ONLY:
+                return None  # a change refused for good (a rule, an expired card), and the user was told why
+        elif p.failed_check is last:
             return Ending("FM-3.3", 0.6, p.error_basis or STRUCTURE, [p.write, last, llm],
                           f"run declared finished after its check {last.tool} of {p.write.tool} failed")
         return Ending("FM-3.1", 0.75, p.error_basis or STRUCTURE, [last, llm],
