@@ -87,7 +87,13 @@ def test_content_only_signals_need_content() -> None:
     run = Run("claim").call("update_ticket", {"id": 1}, "error: locked", error="LockedError")
     run.answer("The ticket has been updated successfully.")
     assert set(classify(run).findings) == {"FM-3.3"}
-    assert set(classify(run, content=False).findings) == {"FM-3.1"}  # the claim is not seen: it ended on an error
+    # the answer is not seen: a change refused for good may have been explained, claimed or given up on
+    assert not classify(run, content=False).findings
+    gave_up = Run("gave up").call("update_ticket", {"id": 1}, "upstream timed out", error="TimeoutError")
+    gave_up.answer("Sorry, I cannot update it right now.")
+    assert set(classify(gave_up).findings) == set(classify(gave_up, content=False).findings) == {"FM-3.1"}
+    refused = Run("refused").call("update_ticket", {"id": 1}, "error: locked", error="LockedError")
+    assert not classify(refused.answer("Sorry, the ticket is locked and cannot be changed.")).findings
     said = Run("said").llm("I will call search_flights now.", [("search_hotels", {"city": "Oslo"})])
     said.tool("search_hotels", {"city": "Oslo"}, "[]").answer("No hotels.")
     assert classify(said).findings["FM-2.6"].basis == "content"

@@ -106,7 +106,8 @@ def ending(p: Progress) -> Ending | None:
     - the last tool call failed and the run ended: FM-3.3 if the final answer claims success (content) or, its
       text not captured, the failed call was the check of a change (structure); none if a change was refused for
       good (not transiently) and the final answer explains it to the user (the objective became impossible); a
-      lookup that failed without anything else tried is still FM-3.1, as is any other failure;
+      lookup that failed without anything else tried is still FM-3.1, as is any other failure; with the answer
+      not captured, a change refused for good is left alone (explained, falsely claimed or given up: unknown);
     - a check of the last change failed (or showed the system unhealthy) and was never passed, and the final
       answer claims success: FM-3.3.
     """
@@ -120,13 +121,15 @@ def ending(p: Progress) -> Ending | None:
         if claim:
             return Ending("FM-3.3", 0.85, CONTENT, [last, llm],
                           f"final answer claims success ({llm.output_preview!r}) right after {last.tool} failed")
+        refused = not transient(last) and p.tools.effect(last.tool) is not ToolEffect.READ_ONLY
         if llm.output_preview is not None:  # the answer is known and claims nothing
-            if explains_failure(llm) and not transient(last) and \
-                    p.tools.effect(last.tool) is not ToolEffect.READ_ONLY:
+            if refused and explains_failure(llm):
                 return None  # a change refused for good (a rule, an expired card), and the user was told why
         elif p.failed_check is last:
             return Ending("FM-3.3", 0.6, p.error_basis or STRUCTURE, [p.write, last, llm],
                           f"run declared finished after its check {last.tool} of {p.write.tool} failed")
+        elif refused:
+            return None  # answer not captured: an explained refusal, a false claim or giving up, unknown which
         return Ending("FM-3.1", 0.75, p.error_basis or STRUCTURE, [last, llm],
                       f"run ended right after {last.tool} failed, without trying anything else")
     if claim and p.failed_check is not None:
