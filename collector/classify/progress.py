@@ -25,8 +25,9 @@ from .tools import ToolClassifier, ToolEffect
 
 
 class Progress:
-    __slots__ = ("checks_after_write", "error", "error_basis", "failed_check", "failed_check_basis", "last_llm",
-                 "last_tool", "limit", "llm_calls", "seen", "tool_calls", "tools", "unseen_tool", "users", "write")
+    __slots__ = ("checks_after_write", "error", "error_basis", "error_known", "failed_check", "failed_check_basis",
+                 "failures", "last_llm", "last_tool", "limit", "llm_calls", "seen", "tool_calls", "tools",
+                 "unseen_tool", "users", "write")
 
     def __init__(self, tools: ToolClassifier) -> None:
         self.tools = tools
@@ -38,6 +39,8 @@ class Progress:
         self.checks_after_write = 0  # read-only or unknown calls since that write
         self.error: Step | None = None  # the last failed call not followed by a success of the same tool
         self.error_basis: str | None = None
+        self.failures: set[tuple[str | None, int | None, int | None]] = set()  # (tool, arguments, result) that failed
+        self.error_known = False  # the last error repeats an earlier one, other calls having come between
         self.failed_check: Step | None = None  # a check after the last write that failed, not since passed
         self.failed_check_basis: str | None = None
         self.unseen_tool = False  # a tool result arrived after the last model call, which asked for it
@@ -60,12 +63,15 @@ class Progress:
 
     def _tool(self, step: Step) -> None:
         self.tool_calls += 1
-        self.last_tool = step
+        before, self.last_tool = self.last_tool, step
         last_llm = self.last_llm
         self.unseen_tool = last_llm is not None and not TOOL_CALL_FINISH.isdisjoint(last_llm.finish_reasons)
         basis = tool_error(step)
         effect = self.tools.effect(step.tool)
         if basis is not None:
+            key = (step.tool, step.args_fingerprint, step.result_fingerprint)
+            self.error_known = key in self.failures and before is not self.error  # not a retry in a row
+            self.failures.add(key)
             self.error, self.error_basis = step, basis
             if self.write is not None and effect is not ToolEffect.STATE_CHANGING:
                 self.failed_check, self.failed_check_basis = step, basis
@@ -108,6 +114,7 @@ def ending(p: Progress) -> Ending | None:
       good (not transiently) and the final answer explains it to the user (the objective became impossible); a
       lookup that failed without anything else tried is still FM-3.1, as is any other failure; with the answer
       not captured, a change refused for good is left alone (explained, falsely claimed or given up: unknown);
+      none either when the same failure (tool, arguments, result) was met before and the run went on after it;
     - a check of the last change failed (or showed the system unhealthy) and was never passed, and the final
       answer claims success: FM-3.3.
     """
@@ -121,6 +128,8 @@ def ending(p: Progress) -> Ending | None:
         if claim:
             return Ending("FM-3.3", 0.85, CONTENT, [last, llm],
                           f"final answer claims success ({llm.output_preview!r}) right after {last.tool} failed")
+        if p.error_known:
+            return None  # the same failure was met before and the run went on: this one stopped nothing
         refused = not transient(last) and p.tools.effect(last.tool) is not ToolEffect.READ_ONLY
         if llm.output_preview is not None:  # the answer is known and claims nothing
             if refused and explains_failure(llm):
