@@ -142,9 +142,10 @@ def cmd_eval(args: argparse.Namespace, config: Config) -> int:
     out: dict[str, Any] = {"content": args.content}
     tables = []
     try:
+        parts = ("dev", "test") if args.split == "all" else (args.split,)
         if args.corpus in ("real", "all"):
             runs = real_runs(labels, content)
-            for part in (("dev", "test") if args.split == "all" else (args.split,)):
+            for part in parts:
                 report = evaluate([r for r in runs if r.split == part], config.processor)
                 out[f"real_{part}"] = report.to_dict()
                 tables.append(format_report(f"real runs, {part} split, content {args.content}", report))
@@ -157,10 +158,11 @@ def cmd_eval(args: argparse.Namespace, config: Config) -> int:
             out["scenarios"] = report.to_dict()
             tables.append(format_report(f"scenarios, content {args.content}", report))
         if args.corpus in ("blind", "all"):
-            report = evaluate(blind_runs(Path(args.blind) if args.blind else labels.parent / "blind", content),
-                              config.processor)
-            out["blind"] = report.to_dict()
-            tables.append(format_report(f"blind runs, content {args.content}", report))
+            runs = blind_runs(Path(args.blind) if args.blind else labels.parent / "blind", content)
+            for part in parts:
+                report = evaluate([r for r in runs if r.split == part], config.processor)
+                out[f"blind_{part}"] = report.to_dict()
+                tables.append(format_report(f"blind runs, {part} split, content {args.content}", report))
     except EvalError as e:
         print(f"mastwatch eval: {e}", file=sys.stderr)
         return 2
@@ -270,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(evaluation)
     evaluation.add_argument("--corpus", choices=["real", "scenarios", "blind", "all"], default="all")
     evaluation.add_argument("--split", choices=["dev", "test", "all"], default="all",
-                            help="part of the real corpus (default: both, reported apart)")
+                            help="part of the real and blind corpora (default: both, reported apart)")
     evaluation.add_argument("--content", choices=["on", "off"], default="on",
                             help="off: strip message content, tool arguments and results first")
     evaluation.add_argument("--labels", default="tests/data/labels",

@@ -6,7 +6,8 @@ Runs go through the same Processor as `serve` and `replay`. Two corpora:
   (two thirds, for development) and a test part (one third, for reporting), stratified by label set;
 - scenarios: generated runs with positive and negative variants per mode (`mastwatch.scenarios`);
 - blind: runs written from the MAST definitions and the span conventions alone, without the detectors or the
-  scenarios at hand (`tests/data/blind`: OTLP/JSON lines and `labels.json` keyed by trace id).
+  scenarios at hand (`tests/data/blind`: OTLP/JSON lines and `labels.json` keyed by trace id); split by a stable
+  hash of the run name into a dev part (about 60%) and a test part (about 40%, for reporting only).
 `--content off` strips message content, tool arguments and results from every span, as instrumentations do
 by default.
 """
@@ -54,7 +55,7 @@ class LabelledRun:
     run_id: str
     spans: list[SpanRecord]
     modes: frozenset[str]
-    split: str  # dev | test (real runs) or scenario
+    split: str  # dev | test (real and blind runs) or scenario
 
 
 @dataclass
@@ -167,6 +168,14 @@ def split(labels: dict[str, frozenset[str]]) -> dict[str, str]:
     return out
 
 
+BLIND_DEV_BELOW = 154  # first byte of SHA-256(run name) below this: dev (154/256, about 60%)
+
+
+def blind_split(name: str) -> str:
+    """dev | test of a blind run, from a stable hash of its name (not of its labels, which stay unseen)."""
+    return "dev" if hashlib.sha256(name.encode()).digest()[0] < BLIND_DEV_BELOW else "test"
+
+
 def annotator_agreement(labels_dir: Path) -> dict[str, Any]:
     """Cohen's kappa of the two independent annotations over all (run, mode) decisions, and per mode."""
     a = load_labels(labels_dir / "annotator_a.json")
@@ -261,9 +270,8 @@ def blind_runs(blind_dir: Path, content: bool = True) -> list[LabelledRun]:
         modes = frozenset(entry.get("modes") or ())
         if unknown := modes - set(MODES):
             raise EvalError(f"blind labels {path}: trace {trace_id} has unknown modes {sorted(unknown)}")
-        trace = spans[trace_id]
-        runs.append(LabelledRun(entry.get("name") or trace_id, trace if content else without_content(trace), modes,
-                                "blind"))
+        trace, name = spans[trace_id], entry.get("name") or trace_id
+        runs.append(LabelledRun(name, trace if content else without_content(trace), modes, blind_split(name)))
     return runs
 
 

@@ -15,6 +15,7 @@ from mastwatch.evaluate import (
     LabelledRun,
     annotator_agreement,
     blind_runs,
+    blind_split,
     cohen_kappa,
     kappa_from_counts,
     label_key,
@@ -74,7 +75,8 @@ def test_eval_command_json_and_table(tmp_path: Path) -> None:
                              "--labels", str(LABELS)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert set(out) >= {"real_dev", "scenarios", "blind", "annotator_kappa"} and "real_test" not in out
+    assert set(out) >= {"real_dev", "scenarios", "blind_dev", "annotator_kappa"}
+    assert "real_test" not in out and "blind_test" not in out
     assert out["real_dev"]["runs"] == 38 and out["scenarios"]["runs"] >= 90
     assert out["real_dev"]["not_assessed"] == ["FM-1.1", "FM-1.2", "FM-2.2", "FM-2.3", "FM-2.4"]
     for code, mode in out["scenarios"]["modes"].items():
@@ -100,7 +102,9 @@ def test_blind_corpus_loads_every_labelled_trace() -> None:
     assert 80 <= len(runs) == len(labels) <= 120
     assert {r.run_id for r in runs} == {entry["name"] for entry in labels.values()}
     for run in runs:
-        assert run.spans and len({s.trace_id for s in run.spans}) == 1 and run.split == "blind"
+        assert run.spans and len({s.trace_id for s in run.spans}) == 1 and run.split == blind_split(run.run_id)
+    dev = sum(r.split == "dev" for r in runs)
+    assert 0.5 * len(runs) <= dev <= 0.75 * len(runs) and {r.split for r in runs} == {"dev", "test"}
     assert any(not r.modes for r in runs) and all(entry["why"] for entry in labels.values())
     stripped = blind_runs(BLIND, content=False)
     assert not any(k in CONTENT_KEYS for r in stripped for s in r.spans for k in s.attributes)
@@ -116,9 +120,11 @@ def test_eval_blind_prints_the_table_and_json() -> None:
     table = subprocess.run([*MASTWATCH, "eval", "--corpus", "blind", "--labels", str(LABELS)],
                            capture_output=True, text=True, timeout=300)
     assert table.returncode == 0, table.stderr
-    assert "blind runs, content on" in table.stdout and "FM-3.3  Incorrect verification" in table.stdout
-    result = subprocess.run([*MASTWATCH, "eval", "--corpus", "blind", "--content", "off", "--json", "--blind",
-                             str(BLIND)], capture_output=True, text=True, timeout=300)
+    assert "blind runs, dev split, content on" in table.stdout and "blind runs, test split" in table.stdout
+    assert "FM-3.3  Incorrect verification" in table.stdout
+    result = subprocess.run([*MASTWATCH, "eval", "--corpus", "blind", "--split", "test", "--content", "off", "--json",
+                             "--blind", str(BLIND)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert out["blind"]["runs"] == len(blind_runs(BLIND)) and set(out) == {"content", "blind"}
+    assert set(out) == {"content", "blind_test"}
+    assert out["blind_test"]["runs"] == sum(r.split == "test" for r in blind_runs(BLIND))

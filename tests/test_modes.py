@@ -87,7 +87,13 @@ def test_content_only_signals_need_content() -> None:
     run = Run("claim").call("update_ticket", {"id": 1}, "error: locked", error="LockedError")
     run.answer("The ticket has been updated successfully.")
     assert set(classify(run).findings) == {"FM-3.3"}
-    assert set(classify(run, content=False).findings) == {"FM-3.1"}  # the claim is not seen: it ended on an error
+    # the answer is not seen: a change refused for good may have been explained, claimed or given up on
+    assert not classify(run, content=False).findings
+    gave_up = Run("gave up").call("update_ticket", {"id": 1}, "upstream timed out", error="TimeoutError")
+    gave_up.answer("Sorry, I cannot update it right now.")
+    assert set(classify(gave_up).findings) == set(classify(gave_up, content=False).findings) == {"FM-3.1"}
+    refused = Run("refused").call("update_ticket", {"id": 1}, "error: locked", error="LockedError")
+    assert not classify(refused.answer("Sorry, the ticket is locked and cannot be changed.")).findings
     said = Run("said").llm("I will call search_flights now.", [("search_hotels", {"city": "Oslo"})])
     said.tool("search_hotels", {"city": "Oslo"}, "[]").answer("No hotels.")
     assert classify(said).findings["FM-2.6"].basis == "content"
@@ -151,6 +157,29 @@ def test_tools_are_told_apart_by_name_pattern_and_override() -> None:
     assert tools.effect("get_and_reset") is ToolEffect.STATE_CHANGING
     assert tools.effect("python") is ToolEffect.UNKNOWN and tools.effect(None) is ToolEffect.UNKNOWN
     assert ToolClassifier(ToolsConfig(infer_from_names=False)).effect("get_order") is ToolEffect.UNKNOWN
+    names = ToolClassifier()  # a command-line tool's name first: its verb comes next
+    assert names.effect("kubectl_scale") is names.effect("git_commit") is ToolEffect.STATE_CHANGING
+    assert names.effect("kubectl_describe") is ToolEffect.READ_ONLY and names.effect("kubectl") is ToolEffect.UNKNOWN
+
+
+def test_a_run_stopped_from_outside_had_no_chance_to_check() -> None:
+    run = Run("cut").call("get_pods", {"ns": "a"}, "2/2").llm("", [("restart_deployment", {"ns": "a"})])
+    run.tool("restart_deployment", {"ns": "a"}, "restarted")
+    assert set(classify(run).findings) == {"FM-1.5"}
+    limit = Run("limit").call("restart_deployment", {"ns": "a"}, "restarted").fail_root("GraphRecursionError")
+    assert set(classify(limit).findings) == {"FM-1.5"}
+    unchecked = Run("unchecked").call("restart_deployment", {"ns": "a"}, "restarted").answer("Restarted.")
+    assert set(classify(unchecked).findings) == {"FM-3.2"}
+
+
+def test_the_same_failure_met_again_after_other_calls_stopped_nothing() -> None:
+    run = Run("diagnosis")
+    for _ in range(2):
+        run.call("get_pods", {"ns": "a"}, "a-1 0/1 ImagePullBackOff").call("describe_pod", {"pod": "a-1"},
+                                                                             "Failed to pull image: not found")
+    assert "FM-3.1" not in classify(run.answer("a-1 cannot start: its image does not exist.")).findings
+    once = Run("once").call("describe_pod", {"pod": "a-1"}, "Failed to pull image: not found").answer("Done.")
+    assert "FM-3.1" in classify(once).findings
 
 
 def test_limit_errors_of_the_frameworks() -> None:

@@ -186,6 +186,22 @@ def test_openllmetry() -> None:
     assert llm.output_preview == "Sunny in Oslo."
 
 
+def test_model_calls_asking_for_tools_without_a_finish_attribute() -> None:
+    """OpenLLMetry gives the finish reason per completion; OpenInference none: an output with tool calls asked
+    for tools, a text output did not say."""
+    llm = step("openai.chat", {"llm.request.type": "chat", "gen_ai.system": "openai",
+                               "gen_ai.completion.0.tool_calls.0.name": "get_order",
+                               "gen_ai.completion.0.finish_reason": "tool_calls"})
+    assert llm.finish_reasons == ("tool_calls",)
+    calls = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4.1",
+             "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "get_order",
+             "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": '{"id": 7}'}
+    assert step("ChatOpenAI", calls).finish_reasons == ("tool_calls",)
+    assert step("ChatOpenAI", {**calls, "llm.finish_reason": "length"}).finish_reasons == ("length",)
+    text = step("ChatOpenAI", {"openinference.span.kind": "LLM", "llm.output_messages.0.message.content": "Hi."})
+    assert text.finish_reasons == ()
+
+
 def test_vercel_ai_sdk() -> None:
     call = step("ai.generateText.doGenerate", {
         "ai.operationId": "ai.generateText.doGenerate", "ai.model.provider": "openai.chat",

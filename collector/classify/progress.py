@@ -11,13 +11,23 @@ from typing import Any, NamedTuple
 from ..assemble import Trace
 from ..steps import Finding, Step, StepKind
 from .detector import Detector
-from .signals import CONTENT, STRUCTURE, TOOL_CALL_FINISH, claims_success, tool_error
+from .signals import (
+    CONTENT,
+    STRUCTURE,
+    TOOL_CALL_FINISH,
+    claims_success,
+    explains_failure,
+    tool_error,
+    transient,
+    unhealthy,
+)
 from .tools import ToolClassifier, ToolEffect
 
 
 class Progress:
-    __slots__ = ("checks_after_write", "error", "error_basis", "failed_check", "failed_check_basis", "last_llm",
-                 "last_tool", "limit", "llm_calls", "seen", "tool_calls", "tools", "unseen_tool", "users", "write")
+    __slots__ = ("checks_after_write", "error", "error_basis", "error_known", "failed_check", "failed_check_basis",
+                 "failures", "last_llm", "last_tool", "limit", "llm_calls", "seen", "tool_calls", "tools",
+                 "unseen_tool", "users", "write")
 
     def __init__(self, tools: ToolClassifier) -> None:
         self.tools = tools
@@ -29,6 +39,8 @@ class Progress:
         self.checks_after_write = 0  # read-only or unknown calls since that write
         self.error: Step | None = None  # the last failed call not followed by a success of the same tool
         self.error_basis: str | None = None
+        self.failures: set[tuple[str | None, int | None, int | None]] = set()  # (tool, arguments, result) that failed
+        self.error_known = False  # the last error repeats an earlier one, other calls having come between
         self.failed_check: Step | None = None  # a check after the last write that failed, not since passed
         self.failed_check_basis: str | None = None
         self.unseen_tool = False  # a tool result arrived after the last model call, which asked for it
@@ -51,12 +63,15 @@ class Progress:
 
     def _tool(self, step: Step) -> None:
         self.tool_calls += 1
-        self.last_tool = step
+        before, self.last_tool = self.last_tool, step
         last_llm = self.last_llm
         self.unseen_tool = last_llm is not None and not TOOL_CALL_FINISH.isdisjoint(last_llm.finish_reasons)
         basis = tool_error(step)
         effect = self.tools.effect(step.tool)
         if basis is not None:
+            key = (step.tool, step.args_fingerprint, step.result_fingerprint)
+            self.error_known = key in self.failures and before is not self.error  # not a retry in a row
+            self.failures.add(key)
             self.error, self.error_basis = step, basis
             if self.write is not None and effect is not ToolEffect.STATE_CHANGING:
                 self.failed_check, self.failed_check_basis = step, basis
@@ -68,7 +83,9 @@ class Progress:
             self.failed_check = self.failed_check_basis = None
         elif self.write is not None:
             self.checks_after_write += 1
-            if self.failed_check is not None and self.failed_check.tool == step.tool:
+            if unhealthy(step):  # the check worked and shows the change did not
+                self.failed_check, self.failed_check_basis = step, CONTENT
+            elif self.failed_check is not None and self.failed_check.tool == step.tool:
                 self.failed_check = self.failed_check_basis = None
 
     @property
@@ -92,9 +109,14 @@ class Ending(NamedTuple):
 def ending(p: Progress) -> Ending | None:
     """FM-3.1 (ended before the work was done) or FM-3.3 (declared done against its own evidence), never both.
 
-    - the last tool call failed and the run ended: FM-3.3 if the final answer claims success (content) or the
-      failed call was the check of a change (structure), else FM-3.1;
-    - a check of the last change failed and was never passed, and the final answer claims success: FM-3.3.
+    - the last tool call failed and the run ended: FM-3.3 if the final answer claims success (content) or, its
+      text not captured, the failed call was the check of a change (structure); none if a change was refused for
+      good (not transiently) and the final answer explains it to the user (the objective became impossible); a
+      lookup that failed without anything else tried is still FM-3.1, as is any other failure; with the answer
+      not captured, a change refused for good is left alone (explained, falsely claimed or given up: unknown);
+      none either when the same failure (tool, arguments, result) was met before and the run went on after it;
+    - a check of the last change failed (or showed the system unhealthy) and was never passed, and the final
+      answer claims success: FM-3.3.
     """
     last, llm = p.last_tool, p.last_llm
     if last is None or llm is None or p.limit is not None:
@@ -106,9 +128,17 @@ def ending(p: Progress) -> Ending | None:
         if claim:
             return Ending("FM-3.3", 0.85, CONTENT, [last, llm],
                           f"final answer claims success ({llm.output_preview!r}) right after {last.tool} failed")
-        if p.failed_check is last:
+        if p.error_known:
+            return None  # the same failure was met before and the run went on: this one stopped nothing
+        refused = not transient(last) and p.tools.effect(last.tool) is not ToolEffect.READ_ONLY
+        if llm.output_preview is not None:  # the answer is known and claims nothing
+            if refused and explains_failure(llm):
+                return None  # a change refused for good (a rule, an expired card), and the user was told why
+        elif p.failed_check is last:
             return Ending("FM-3.3", 0.6, p.error_basis or STRUCTURE, [p.write, last, llm],
                           f"run declared finished after its check {last.tool} of {p.write.tool} failed")
+        elif refused:
+            return None  # answer not captured: an explained refusal, a false claim or giving up, unknown which
         return Ending("FM-3.1", 0.75, p.error_basis or STRUCTURE, [last, llm],
                       f"run ended right after {last.tool} failed, without trying anything else")
     if claim and p.failed_check is not None:

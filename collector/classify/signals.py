@@ -19,17 +19,29 @@ _RESULT_ERROR = re.compile(
     r"""^[\s"'\[{(]*(error\b|err:|exception\b|traceback\b|fail(ed|ure)?\b|fatal\b|invalid\b|wrong\b|not found\b|"""
     r"""no (data|results?|such|matching)\b|denied\b|forbidden\b|unauthori[sz]ed\b|cannot\b|can't\b|could not\b|"""
     r"""unable to\b|timed? ?out\b|"?error"?\s*:\s*(?!null|none|false|""|\{\}|\[\]))""", re.IGNORECASE)
-_RESULT_ERROR_ANYWHERE = re.compile(r"Traceback \(most recent call last\)|\bERRORS?:|\b[A-Z]\w*Error: ")
+_RESULT_ERROR_ANYWHERE = re.compile(r"Traceback \(most recent call last\)|\bERRORS?:|\b[A-Z]\w*Error: |"
+                                    r"\"(exit_?code|returncode|exit_status)\"\s*:\s*[1-9]")  # a command that failed
 # Errors that go away on their own: retrying them is not ignoring them.
 _TRANSIENT = re.compile(r"time(d)? ?out|timeout|temporar|unavailable|rate.?limit|too many requests|\b429\b|\b50[234]\b|"
                         r"connection (reset|refused|error)|try again later|overloaded|throttl", re.IGNORECASE)
 # A model claiming the work is done and right.
 _SUCCESS_CLAIM = re.compile(
-    r"\b(successfully|succeeded|has been (fixed|resolved|completed|updated|created|booked|cancell?ed|applied|"
-    r"restarted|deployed|changed|processed|done)|is (now )?(fixed|resolved|working|complete|done)|"
+    r"\b(successfully|succeeded|(has|have) been (fixed|resolved|completed|updated|created|booked|cancell?ed|applied|"
+    r"restarted|deployed|changed|processed|done|refunded|returned|exchanged|sent|scaled|rolled (back|out)|removed|"
+    r"deleted|added|issued|paid|merged|migrated|reverted|modified|submitted|saved|enabled|disabled|released|"
+    r"installed|upgraded|patched|rebooted)|(is|are) (now )?(fixed|resolved|working|complete|done|healthy)|"
+    r"(shows?|showed|found|reports?|with) no (errors?|issues?|problems?|anomal\w+)|nothing unusual|"
+    r"looks? (good|fine|healthy|normal)|"
     r"all (the )?tests (now )?pass|tests? (now )?pass(es|ed)?\b|verified|confirmed that|works (correctly|as expected)|"
     r"i have (fixed|resolved|completed|updated|created|booked|applied|restarted|deployed)|task (is )?complete)",
     re.IGNORECASE)
+# A final answer telling the user why the work cannot be done (an apology, an impossibility).
+_EXPLAINED_FAILURE = re.compile(r"\b(sorry|apologi[sz]e|unfortunately|can ?not|can't|unable to|not able to|"
+                                r"not possible|no longer|isn't possible|is not allowed|not eligible)\b", re.IGNORECASE)
+# A check's result showing the system unhealthy although the call itself worked: failing pods, 5xx answers.
+_UNHEALTHY = re.compile(r"\b(CrashLoopBackOff|ImagePullBackOff|ErrImagePull|OOMKilled|Unhealthy)\b|"
+                        r"\"(status|status_?code|code)\"\s*:\s*\"?5\d\d\b|\b5\d\d (Service Unavailable|Internal Server "
+                        r"Error|Bad Gateway|Gateway Time-?out)\b")
 _NEGATED_CLAIM = re.compile(r"\b(not|n't|unable|could not|failed|unsuccessful|error)\b", re.IGNORECASE)
 # A framework's own text when it stopped a run at its limit (CrewAI, LangChain, LlamaIndex, AutoGen ...).
 _LIMIT_TEXT = re.compile(
@@ -87,6 +99,17 @@ def claims_success(step: Step) -> bool:
         return False
     match = _SUCCESS_CLAIM.search(text)
     return match is not None and not _NEGATED_CLAIM.search(text[max(match.start() - 24, 0):match.start()])
+
+
+def explains_failure(step: Step) -> bool:
+    """Model output telling the user the work cannot be done: an apology, an impossibility (content capture on)."""
+    return bool(step.output_preview) and _EXPLAINED_FAILURE.search(step.output_preview) is not None
+
+
+def unhealthy(step: Step) -> bool:
+    """A tool result showing the system unhealthy (failing pods, a 5xx answer), the call itself having worked."""
+    text = _text(step)
+    return text is not None and _UNHEALTHY.search(text) is not None
 
 
 def limit_text(step: Step) -> bool:

@@ -35,6 +35,9 @@ WRITE_VERBS = frozenset({
     "save", "store", "register", "schedule", "reserve", "order", "purchase", "buy", "sell", "mark", "toggle",
     "upgrade", "downgrade", "migrate", "terminate", "suspend", "resume", "rm", "mv", "cp", "mkdir", "touch",
 })
+# Command-line tools a tool name may start with: the verb is the word after them (kubectl_scale, git_commit).
+CLI_PREFIXES = frozenset({"kubectl", "helm", "git", "gh", "docker", "aws", "gcloud", "az", "terraform", "npm",
+                          "pip", "systemctl"})
 # Tools whose call is a run's last act by design: a run ending right after them has not stopped early.
 FINAL_TOOLS = ["submit*", "final_answer*", "final_result*", "finish*", "exit*", "done", "task_complete*",
                "complete_task", "end_conversation*", "transfer_to_human*", "handoff*", "escalate*",
@@ -56,8 +59,8 @@ class ToolsConfig(BaseModel):
 
 
 def _from_name(tool: str) -> ToolEffect:
-    for word in _WORD.findall(tool.rpartition(".")[2]):
-        word = word.lower()
+    words = [w.lower() for w in _WORD.findall(tool.rpartition(".")[2])]
+    for word in words[1:] if len(words) > 1 and words[0] in CLI_PREFIXES else words:
         if word in WRITE_VERBS:
             return ToolEffect.STATE_CHANGING
         if word in READ_VERBS:

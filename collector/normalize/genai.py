@@ -123,6 +123,8 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
     finish = get("gen_ai.response.finish_reasons")
     if type(finish) is str:  # a JSON string where arrays are flattened
         finish = as_json(finish)
+    if finish is None and "gen_ai.completion.0.finish_reason" in attrs:  # OpenLLMetry's indexed completions
+        finish = [attrs["gen_ai.completion.0.finish_reason"]]
     if finish is not None:
         draft.setdefault("finish_reasons", finish)
     if (error_type := get("error.type")) is not None:

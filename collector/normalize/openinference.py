@@ -73,6 +73,8 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
             draft.setdefault("output", str(output))
         if (finish := get("llm.finish_reason")) is not None:
             draft.setdefault("finish_reasons", [finish])
+        elif output is not None and "llm.output_messages.0.message.tool_calls.0.tool_call.function.name" in attrs:
+            draft.setdefault("finish_reasons", ["tool_calls"])  # no finish reason given: the output asked for tools
     for key, field in (("llm.token_count.prompt", "input_tokens"), ("llm.token_count.completion", "output_tokens"),
                        ("llm.token_count.prompt_details.cache_read", "cache_read_tokens"),
                        ("llm.token_count.prompt_details.cache_write", "cache_write_tokens")):

@@ -3,7 +3,8 @@
 A change needs a check when its tool matches `needs_check` (deployments, restarts, applied configs: their
 own result does not show the new state; structure), or when its captured result only acknowledges
 the request ("accepted", "queued", "restarting"; content). Any later read-only or unclassified tool call
-(a status query, a test run) counts as a check. Judged when the trace is complete."""
+(a status query, a test run) counts as a check. Judged when the trace is complete; a run stopped from outside
+(a limit hit, or ended before the model saw the last tool result: FM-1.5) had no chance to check."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pydantic import Field
 
 from ...steps import Finding, Step, StepKind
 from ..detector import Detector, DetectorSettings
-from ..signals import CONTENT, STRUCTURE, acknowledged_only, tool_error
+from ..signals import CONTENT, STRUCTURE, TOOL_CALL_FINISH, acknowledged_only, tool_error
 from ..tools import ToolEffect
 
 # Operations whose own result does not show the state they lead to (a file write's result does).
@@ -30,13 +31,16 @@ class VerificationSettings(DetectorSettings):
 class Verification(Detector):
     code = "FM-3.2"
     Settings = VerificationSettings
-    kinds = frozenset({StepKind.TOOL})
+    kinds = frozenset({StepKind.TOOL, StepKind.LLM, StepKind.AGENT})  # model and agent steps: stopped from outside
 
     def __init__(self, settings: VerificationSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
         self.change: Step | None = None  # the last change needing a check, not checked since
         self.basis = STRUCTURE
         self._needs: dict[str, bool] = {}
+        self.stopped = False  # a limit stopped the run (FM-1.5 explains why nothing was checked)
+        self._asked = False  # the last model call asked for tools
+        self._unseen = False  # a tool result came after it and no model call since: the run may be cut off
 
     def _needs_check(self, tool: str) -> bool:
         known = self._needs.get(tool)
@@ -46,9 +50,15 @@ class Verification(Detector):
         return known
 
     def observe(self, step: Step) -> Finding | None:
+        if step.limit is not None:
+            self.stopped = True
+        if step.kind is StepKind.LLM:
+            self._asked, self._unseen = not TOOL_CALL_FINISH.isdisjoint(step.finish_reasons), False
+            return None
         tool = step.tool
         if tool is None:
             return None
+        self._unseen = self._asked
         if self.tools.effect(tool) is ToolEffect.STATE_CHANGING:
             if tool_error(step) is not None:
                 return None  # a failed change: FM-3.1 / FM-3.3 territory
@@ -62,8 +72,8 @@ class Verification(Detector):
 
     def finish(self) -> Finding | None:
         change = self.change
-        if change is None:
-            return None
+        if change is None or self.stopped or self._unseen:
+            return None  # stopped from outside before it could check (FM-1.5)
         why = "its result only acknowledged the request" if self.basis == CONTENT else "its result does not show " \
             "the new state"
         return Finding(self.code, 0.7, [change.span_id], f"{change.tool} changed state and the run ended without "
