@@ -12,7 +12,9 @@ from mastwatch.collector.content import Content
 from mastwatch.collector.spend import RepeatedStep, Waste
 from mastwatch.collector.steps import Finding, StepKind
 from mastwatch.collector.verdict import Verdict
-from mastwatch.exporter.store import StoreConfig, StoreExporter, encode
+from mastwatch.exporter.store import StoreConfig, StoreExporter
+from mastwatch.exporter.store.queue import Batch
+from mastwatch.exporter.store.records import decode, encode
 from mastwatch.exporter.store.schema import (
     COLUMNS,
     FINDINGS,
@@ -49,6 +51,12 @@ def make_verdict(trace: int = 0xAB, service: str = "svc", agent: str = "agent 'x
 
 
 _verdict = make_verdict
+
+
+def bodies(verdict: Verdict) -> dict[str, bytes]:
+    """Each table's insert body for one verdict, as the writer sends it."""
+    rows, payload = encode(verdict)
+    return decode(Batch("q", 0, 1, rows, [payload]))
 
 
 def test_rows_read_back_whole(tmp_path) -> None:
@@ -135,7 +143,7 @@ def test_rows_beyond_the_queue_bound_are_dropped_and_counted(tmp_path) -> None:
         for _ in range(3):  # four rows each (trace, finding, two steps): 12 rows for a queue of 8
             store.export_verdict(_verdict(), None)
         assert telemetry.store_dropped._value.get() == 4  # the oldest verdict, whole
-        assert telemetry.store_queue_rows._value.get() == 8
+        assert telemetry.store_queue_rows.collect()[0].samples[0].value == 8  # read when scraped
     finally:
         store.shutdown()
 
@@ -167,8 +175,7 @@ def test_a_store_of_the_first_version_is_migrated_in_place(tmp_path) -> None:
         engine.command("CREATE DATABASE mastwatch")
         for statement in MIGRATIONS[0].statements(Layout()):
             engine.command(statement)
-        row = encode(make_verdict())[1].splitlines()[0].split(b"\t", 1)[1]
-        engine.insert("mastwatch.mast_traces", TABLES[TRACES].columns, [row], "t")
+        engine.insert("mastwatch.mast_traces", TABLES[TRACES].columns, bodies(make_verdict())[TRACES], "t")
     finally:
         engine.close()
     store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
@@ -219,14 +226,14 @@ def test_ttl_follows_the_configuration_and_is_altered_only_on_a_change(tmp_path)
 def test_a_retried_batch_is_not_doubled(tmp_path) -> None:
     store = StoreExporter(StoreConfig(path=str(tmp_path)))
     try:
-        lines = encode(make_verdict())[1].splitlines()
-        for table in TABLES:
-            rows = [line.split(b"\t", 1)[1] for line in lines if line.startswith(table.encode() + b"\t")]
+        for table, body in bodies(make_verdict()).items():
+            if not body:
+                continue
             for _ in range(2):  # the answer to the first insert was lost: the same batch again
-                store.engine.insert(f"mastwatch.{table}", TABLES[table].columns, rows, f"q-0-10-{table}")
-            assert _count(store, table) == len(rows)
-            store.engine.insert(f"mastwatch.{table}", TABLES[table].columns, rows, f"q-10-20-{table}")
-            assert _count(store, table) == 2 * len(rows)  # another batch with the same rows is written
+                store.engine.insert(f"mastwatch.{table}", TABLES[table].columns, body, f"q-0-10-{table}")
+            assert _count(store, table) == body.count(b"\n")
+            store.engine.insert(f"mastwatch.{table}", TABLES[table].columns, body, f"q-10-20-{table}")
+            assert _count(store, table) == 2 * body.count(b"\n")  # another batch with the same rows is written
     finally:
         store.shutdown()
 

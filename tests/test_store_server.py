@@ -135,7 +135,7 @@ def test_outage_under_load_every_verdict_arrives_exactly_once(endpoint, tmp_path
     tokens = [token for token, _, _ in endpoint.inserts]
     assert tokens.count(lost_answers[0]) >= 2  # sent again with the same token, and dropped by the server
     assert telemetry.store_retries._value.get() >= 1
-    assert telemetry.store_queue_rows._value.get() == 0
+    assert telemetry.store_queue_rows.collect()[0].samples[0].value == 0
     assert sum(telemetry.store_rows.labels(t)._value.get() for t in ("mast_traces",)) == total
 
 

@@ -25,15 +25,16 @@ class ChdbEngine:
         with self._lock:
             self._session.query(sql)
 
-    def insert(self, table: str, columns: Sequence[Column], rows: Sequence[bytes], token: str) -> None:
-        """Rows are JSON arrays in `columns` order, streamed as JSONCompactEachRow (no SQL parsing of the data)."""
+    def insert(self, table: str, columns: Sequence[Column], body: bytes, token: str) -> None:
+        """`body`: JSONCompactEachRow lines in `columns` order, streamed (no SQL parsing of the data), parsed by
+        one thread (parallel parsing only adds threads to wake on a batch this size)."""
         names = ", ".join(c.name for c in columns)
         with self._lock:
             inserter = self._session.send_insert(
-                f"INSERT INTO {table} ({names}) SETTINGS insert_deduplication_token = {_literal(token)}",
-                "JSONCompactEachRow")
+                f"INSERT INTO {table} ({names}) SETTINGS insert_deduplication_token = {_literal(token)}, "
+                "input_format_parallel_parsing = 0", "JSONCompactEachRow")
             try:
-                inserter.append(b"\n".join(rows))
+                inserter.append(body)
                 inserter.finish()
             except BaseException:
                 inserter.cancel()

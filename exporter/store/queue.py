@@ -180,9 +180,11 @@ class DurableQueue:
         with self._lock:
             if self._active_size >= self.segment_bytes:
                 self._rotate()
-            view = memoryview(frame)
-            while view:
-                view = view[os.write(self._wfd, view):]
+            written = os.write(self._wfd, frame)
+            if written < len(frame):  # a short write (a signal, a full disk): the rest, or an error
+                view = memoryview(frame)[written:]
+                while view:
+                    view = view[os.write(self._wfd, view):]
             self._end += len(frame)
             self._active_size += len(frame)
             self._rows += rows
