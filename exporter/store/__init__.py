@@ -45,7 +45,7 @@ class StoreConfig(BaseModel):
     password: SecretStr = SecretStr("")
     cluster: str | None = Field(None, pattern=_IDENTIFIER, description="replicated and distributed tables")
     ttl_days: int = Field(0, ge=0, description="rows are deleted this many days after started_at (0: kept)")
-    batch_rows: int = Field(5000, ge=1, description="rows per insert")
+    batch_rows: int = Field(50_000, ge=1, description="rows per batch, all tables together (an insert per table)")
     flush_interval: Duration = Field(1.0, gt=0, description="longest a row waits before it is written")
     queue_path: str | None = Field(None, description="durable queue directory (default: `path`/queue)")
     max_queued_rows: int = Field(1_000_000, ge=1, description="rows held while the store fails")

@@ -12,6 +12,8 @@ from chdb import session
 
 from .schema import Column
 
+INSERT_SETTINGS = "input_format_parallel_parsing = 0, max_partitions_per_insert_block = 0"
+
 
 class ChdbEngine:
     def __init__(self, path: str) -> None:
@@ -27,12 +29,13 @@ class ChdbEngine:
 
     def insert(self, table: str, columns: Sequence[Column], body: bytes, token: str) -> None:
         """`body`: JSONCompactEachRow lines in `columns` order, streamed (no SQL parsing of the data), parsed by
-        one thread (parallel parsing only adds threads to wake on a batch this size)."""
+        one thread (parallel parsing only adds threads to wake on a batch this size). A batch may span any
+        number of days (partitions): chDB's streamed insert drops a block over the partition limit silently."""
         names = ", ".join(c.name for c in columns)
         with self._lock:
             inserter = self._session.send_insert(
                 f"INSERT INTO {table} ({names}) SETTINGS insert_deduplication_token = {_literal(token)}, "
-                "input_format_parallel_parsing = 0", "JSONCompactEachRow")
+                f"{INSERT_SETTINGS}", "JSONCompactEachRow")
             try:
                 inserter.append(body)
                 inserter.finish()

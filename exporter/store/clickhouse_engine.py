@@ -61,7 +61,8 @@ class ClickhouseEngine:
                     row[i] = convert(row[i])
         self.client.insert(table, data, column_names=[c.name for c in columns],
                            column_type_names=[c.type_name for c in columns],
-                           settings={"insert_deduplication_token": token})
+                           settings={"insert_deduplication_token": token,
+                                     "max_partitions_per_insert_block": 0})  # else a batch over 100 days fails forever
 
     def query(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         return list(self.client.query(sql, parameters=dict(params or {})).named_results())

@@ -155,16 +155,18 @@ class DurableQueue:
         record): (end offset, rows, payloads). Reads in large chunks, not record by record."""
         offset, rows, payloads = start, 0, []
         buf, at = b"", start
+        header, unpack = HEADER.size, HEADER.unpack_from
         while offset < stop:
-            if offset + HEADER.size > at + len(buf):
-                buf, at = self._read(offset, READ_BYTES), offset
-            size, n, _ = HEADER.unpack_from(buf, offset - at)
+            pos = offset - at
+            if pos + header > len(buf):
+                buf, at, pos = self._read(offset, READ_BYTES), offset, 0
+            size, n, _ = unpack(buf, pos)
             if rows and rows + n > max_rows:
                 break
-            framed = HEADER.size + size
-            if offset + framed > at + len(buf):
-                buf, at = self._read(offset, max(READ_BYTES, framed)), offset
-            payloads.append(buf[offset - at + HEADER.size:offset - at + framed])
+            framed = header + size
+            if pos + framed > len(buf):
+                buf, at, pos = self._read(offset, max(READ_BYTES, framed)), offset, 0
+            payloads.append(buf[pos + header:pos + framed])
             rows += n
             offset += framed
         return offset, rows, payloads

@@ -39,7 +39,7 @@ _TIMES = {name: [i for i, c in enumerate(t.columns) if c.type_name.startswith("D
 
 def seconds(ns: int) -> orjson.Fragment:
     """A time as a JSON number: seconds since the epoch, nanoseconds exact."""
-    return _Fragment(f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}")
+    return _Fragment(b"%d.%09d" % divmod(ns, 1_000_000_000))
 
 
 def nanoseconds(text: str) -> int:
@@ -111,22 +111,30 @@ def encode_judgement(j: Judgement, judged_at: float) -> tuple[int, bytes]:
 
 def decode(batch: Batch) -> dict[str, bytes]:
     """Each table's insert body (JSONCompactEachRow lines) for a batch; rows = lines."""
-    parts: list[list[bytes]] = [[] for _ in ORDER]
-    size, unpack = _HEADER.size, _HEADER.unpack_from
-    for payload in batch.payloads:
+    traces: list[bytes] = []
+    findings: list[bytes] = []
+    steps: list[bytes] = []
+    judgements: list[bytes] = []
+    unpack = _HEADER.unpack_from
+    for payload in batch.payloads:  # unrolled: this loop runs once per verdict
         if payload[:1] == b"\x02":
-            _, *lengths = unpack(payload)
-            start = size
-            for part, n in zip(parts, lengths, strict=True):
-                if n:
-                    part.append(payload[start:start + n])
-                    start += n
+            _, a, b, c, d = unpack(payload)
+            start = _HEADER.size + a
+            if a:
+                traces.append(payload[_HEADER.size:start])
+            if b:
+                findings.append(payload[start:start + b])
+            if c or d:
+                start += b
+                steps.append(payload[start:start + c])
+                judgements.append(payload[start + c:start + c + d])
         elif payload:
-            _upgrade(payload, parts)
-    return {name: b"".join(part) for name, part in zip(ORDER, parts, strict=True)}
+            _upgrade(payload, (traces, findings, steps, judgements))
+    return {TRACES: b"".join(traces), FINDINGS: b"".join(findings), REPEATED_STEPS: b"".join(steps),
+            JUDGEMENTS: b"".join(judgements)}
 
 
-def _upgrade(payload: bytes, parts: list[list[bytes]]) -> None:
+def _upgrade(payload: bytes, parts: tuple[list[bytes], ...]) -> None:
     """A record of version 1, its rows added to `parts` as version 2 writes them."""
     for line in payload.splitlines():
         table, _, text = line.partition(b"\t")
