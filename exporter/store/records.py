@@ -74,8 +74,14 @@ def finding_rows(v: Verdict | Judgement, started: orjson.Fragment) -> list[list[
 
 def repeated_step_rows(v: Verdict) -> list[list[Any]]:
     """mast_repeated_steps rows, in column order."""
-    return [[v.trace_id, r.step.span_hex, v.service, v.agent, r.code, r.tool, r.step.args_fingerprint or 0,
-             r.model or "", *(n for _, n in r.tokens), r.cost_usd, seconds(r.step.start_ns)] for r in v.waste.steps]
+    rows = []
+    for r in v.waste.steps:
+        step = r.step
+        (_, uncached), (_, output), (_, cache_read), (_, cache_write) = r.tokens  # as Step.tokens_by_type
+        rows.append([v.trace_id, step.span_id.hex(), v.service, v.agent, r.code, r.tool,
+                     step.args.fingerprint if step.args is not None else 0, r.model or "", uncached, output,
+                     cache_read, cache_write, r.cost_usd, seconds(step.start_ns)])
+    return rows
 
 
 def judgement_rows(j: Judgement, started: orjson.Fragment, judged_at: float) -> list[list[Any]]:
