@@ -113,3 +113,18 @@ def test_a_record_larger_than_a_segment_gets_a_segment_of_its_own(tmp_path) -> N
     assert len([p for p in os.listdir(tmp_path) if p.endswith(".log")]) == 3
     q = _queue(tmp_path, segment_bytes=100)
     assert q.seal(10).payloads == [b"x" * 300, b"small", b"y" * 300]
+
+
+def test_a_file_system_without_fallocate_still_holds_the_queue(tmp_path, monkeypatch) -> None:
+    import errno
+
+    def unsupported(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+
+    monkeypatch.setattr(os, "posix_fallocate", unsupported)
+    q = _queue(tmp_path, segment_bytes=100)
+    for i in range(5):
+        q.append(1, b"record %d" % i + b"x" * 40)
+    q.close()
+    q = _queue(tmp_path, segment_bytes=100)
+    assert q.seal(10).payloads == [b"record %d" % i + b"x" * 40 for i in range(5)]

@@ -23,6 +23,7 @@ Bounded: past `max_rows` or `max_bytes` the oldest records not being written are
 from __future__ import annotations
 
 import bisect
+import errno
 import json
 import logging
 import mmap
@@ -205,7 +206,12 @@ class DurableQueue:
         """Map the last segment, whose first `used` bytes are records, with room for `room` more bytes."""
         self._wfd = os.open(self._segment(self._bases[-1]), os.O_RDWR | os.O_CREAT, 0o644)
         self._capacity = max(self.segment_bytes, used + room)
-        os.posix_fallocate(self._wfd, 0, self._capacity)
+        try:
+            os.posix_fallocate(self._wfd, 0, self._capacity)
+        except OSError as e:  # a file system without it (and no emulation): room reserved, not allocated
+            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            os.ftruncate(self._wfd, self._capacity)
         self._map = mmap.mmap(self._wfd, self._capacity)
         self._active_size = used
 
