@@ -8,6 +8,7 @@ Label values that come from spans (service, agent, model, tool) are untrusted: e
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
@@ -153,9 +154,10 @@ class SelfMetrics:
     def store_dropped_rows(self, rows: int) -> None:
         self.store_dropped.inc(rows)
 
-    def store_queue(self, rows: int, size: int) -> None:
-        self.store_queue_rows.set(rows)
-        self.store_queue_bytes.set(size)
+    def store_queue(self, depth: Callable[[], tuple[int, int]]) -> None:
+        """The queue's gauges read `depth()` (rows, bytes) when scraped."""
+        self.store_queue_rows.set_function(lambda: depth()[0])
+        self.store_queue_bytes.set_function(lambda: depth()[1])
 
 
 class PrometheusExporter:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import orjson
 import pytest
 
 from mastwatch.collector.classify.modes import MODES
@@ -12,7 +13,9 @@ from mastwatch.collector.content import Content
 from mastwatch.collector.spend import RepeatedStep, Waste
 from mastwatch.collector.steps import Finding, StepKind
 from mastwatch.collector.verdict import Verdict
-from mastwatch.exporter.store import StoreConfig, StoreExporter, encode
+from mastwatch.exporter.store import StoreConfig, StoreExporter
+from mastwatch.exporter.store.queue import Batch
+from mastwatch.exporter.store.records import decode, encode
 from mastwatch.exporter.store.schema import (
     COLUMNS,
     FINDINGS,
@@ -49,6 +52,12 @@ def make_verdict(trace: int = 0xAB, service: str = "svc", agent: str = "agent 'x
 
 
 _verdict = make_verdict
+
+
+def bodies(verdict: Verdict) -> dict[str, bytes]:
+    """Each table's insert body for one verdict, as the writer sends it."""
+    rows, payload = encode(verdict)
+    return decode(Batch("q", 0, 1, rows, [payload]))
 
 
 def test_rows_read_back_whole(tmp_path) -> None:
@@ -135,7 +144,7 @@ def test_rows_beyond_the_queue_bound_are_dropped_and_counted(tmp_path) -> None:
         for _ in range(3):  # four rows each (trace, finding, two steps): 12 rows for a queue of 8
             store.export_verdict(_verdict(), None)
         assert telemetry.store_dropped._value.get() == 4  # the oldest verdict, whole
-        assert telemetry.store_queue_rows._value.get() == 8
+        assert telemetry.store_queue_rows.collect()[0].samples[0].value == 8  # read when scraped
     finally:
         store.shutdown()
 
@@ -167,8 +176,7 @@ def test_a_store_of_the_first_version_is_migrated_in_place(tmp_path) -> None:
         engine.command("CREATE DATABASE mastwatch")
         for statement in MIGRATIONS[0].statements(Layout()):
             engine.command(statement)
-        row = encode(make_verdict())[1].splitlines()[0].split(b"\t", 1)[1]
-        engine.insert("mastwatch.mast_traces", TABLES[TRACES].columns, [row], "t")
+        engine.insert("mastwatch.mast_traces", TABLES[TRACES].columns, bodies(make_verdict())[TRACES], "t")
     finally:
         engine.close()
     store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
@@ -219,14 +227,14 @@ def test_ttl_follows_the_configuration_and_is_altered_only_on_a_change(tmp_path)
 def test_a_retried_batch_is_not_doubled(tmp_path) -> None:
     store = StoreExporter(StoreConfig(path=str(tmp_path)))
     try:
-        lines = encode(make_verdict())[1].splitlines()
-        for table in TABLES:
-            rows = [line.split(b"\t", 1)[1] for line in lines if line.startswith(table.encode() + b"\t")]
+        for table, body in bodies(make_verdict()).items():
+            if not body:
+                continue
             for _ in range(2):  # the answer to the first insert was lost: the same batch again
-                store.engine.insert(f"mastwatch.{table}", TABLES[table].columns, rows, f"q-0-10-{table}")
-            assert _count(store, table) == len(rows)
-            store.engine.insert(f"mastwatch.{table}", TABLES[table].columns, rows, f"q-10-20-{table}")
-            assert _count(store, table) == 2 * len(rows)  # another batch with the same rows is written
+                store.engine.insert(f"mastwatch.{table}", TABLES[table].columns, body, f"q-0-10-{table}")
+            assert _count(store, table) == body.count(b"\n")
+            store.engine.insert(f"mastwatch.{table}", TABLES[table].columns, body, f"q-10-20-{table}")
+            assert _count(store, table) == 2 * body.count(b"\n")  # another batch with the same rows is written
     finally:
         store.shutdown()
 
@@ -263,3 +271,84 @@ def test_every_table_is_partitioned_by_day_and_indexed_by_trace_id(tmp_path, tab
     assert "PARTITION BY toDate(started_at)" in create
     assert "INDEX idx_trace_id trace_id TYPE bloom_filter" in create
     assert COLUMNS[table][0] == "trace_id"
+
+
+def random_times(n: int = 150) -> list[int]:
+    """Start times to the nanosecond, from the epoch to 2096: edges, and days enough for 100+ partitions."""
+    import random
+
+    rng = random.Random(11)
+    return [0, 1, 999_999_999, 1_000_000_000, 86_399_999_999_999] + [rng.randrange(0, 4 * 10**18) for _ in range(n)]
+
+
+def export_and_check_times(store: StoreExporter) -> None:
+    """Verdicts started at `random_times()` arrive with every time exact, whatever days one batch spans."""
+    times = random_times()
+    for i, ns in enumerate(times):
+        store.export_verdict(make_verdict(trace=i, started_ns=ns), None)
+    assert store.flush(60)
+    rows = store.query("SELECT trace_id, toUnixTimestamp64Nano(started_at) AS s, toUnixTimestamp64Nano(ended_at) AS e "
+                       "FROM mastwatch.mast_traces")
+    assert sorted((int(r["trace_id"], 16), int(r["s"]), int(r["e"])) for r in rows) == \
+        [(i, ns, ns + 1_000_000_000) for i, ns in enumerate(times)]
+    steps = store.query("SELECT trace_id, toUnixTimestamp64Nano(started_at) AS s FROM mastwatch.mast_repeated_steps")
+    assert sorted((int(r["trace_id"], 16), int(r["s"])) for r in steps) == \
+        sorted((i, ns + k) for i, ns in enumerate(times) for k in (0, 1))
+    assert _count(store, FINDINGS) == len(times)
+
+
+def test_times_are_exact_to_the_nanosecond_and_a_batch_may_span_any_days(tmp_path) -> None:
+    from mastwatch.exporter.store.records import nanoseconds, seconds
+
+    for ns in random_times(2000):
+        assert nanoseconds(bytes(orjson.dumps(seconds(ns))).decode()) == ns
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=60))  # one batch
+    try:
+        export_and_check_times(store)
+    finally:
+        store.shutdown()
+
+
+def version_1(verdict: Verdict) -> tuple[int, bytes]:
+    """A verdict's queue record as written before version 2: `table<TAB>JSON array` lines, RFC 3339 times."""
+    import json
+    from decimal import Decimal
+
+    from mastwatch.collector.verdict import rfc3339
+    from mastwatch.exporter.store.records import nanoseconds
+
+    lines = []
+    for table, body in bodies(verdict).items():
+        times = [i for i, c in enumerate(TABLES[table].columns) if c.type_name.startswith("DateTime64(9")]
+        for line in body.splitlines():
+            row = [rfc3339(nanoseconds(format(v, "f"))) if i in times else float(v) if isinstance(v, Decimal) else v
+                   for i, v in enumerate(json.loads(line, parse_float=Decimal))]
+            lines.append(f"{table}\t{json.dumps(row, ensure_ascii=False, separators=(',', ':'))}\n")
+    return len(lines), "".join(lines).encode()
+
+
+def check_version_1_upgrade(queue_path, open_store) -> None:
+    """A verdict queued as version 1 before the upgrade, and the same verdict queued now, give the same rows."""
+    from mastwatch.exporter.store.queue import DurableQueue
+
+    queue = DurableQueue(str(queue_path), 1000, 1 << 20)
+    verdict = make_verdict(trace=1)
+    queue.append(*version_1(verdict))
+    queue.close()
+    store = open_store()
+    try:
+        verdict.trace_id = f"{2:032x}"
+        store.export_verdict(verdict, None)
+        assert store.flush()
+        for table in (TRACES, FINDINGS, REPEATED_STEPS):
+            rows = store.query(f"SELECT * EXCEPT trace_id FROM mastwatch.{table} ORDER BY trace_id, started_at")
+            assert len(rows) == 2 * (2 if table == REPEATED_STEPS else 1)
+            half = len(rows) // 2
+            assert rows[:half] == rows[half:]
+    finally:
+        store.shutdown()
+
+
+def test_records_of_version_1_still_queued_are_written_after_an_upgrade(tmp_path) -> None:
+    check_version_1_upgrade(tmp_path / "queue", lambda: StoreExporter(StoreConfig(path=str(tmp_path),
+                                                                                  flush_interval=0.05)))

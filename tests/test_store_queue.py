@@ -81,3 +81,50 @@ def test_acknowledged_segments_are_deleted(tmp_path) -> None:
     q = _queue(tmp_path, segment_bytes=100)
     q.append(1, b"next")
     assert q.seal(10).payloads == [b"next"]
+
+
+def test_a_killed_process_loses_nothing_and_the_room_left_is_not_a_torn_record(tmp_path, caplog) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    script = ("import os, signal, sys\nfrom mastwatch.exporter.store.queue import DurableQueue\n"
+              "q = DurableQueue(sys.argv[1], 1000, 1 << 20, 1 << 16)\n"
+              "for i in range(3):\n    q.append(1, b'record %d' % i)\n"
+              "os.kill(os.getpid(), signal.SIGKILL)\n")
+    killed = subprocess.run([sys.executable, "-c", script, str(tmp_path)], timeout=60)
+    assert killed.returncode == -signal.SIGKILL
+    (segment,) = [tmp_path / p for p in os.listdir(tmp_path) if p.endswith(".log")]
+    assert os.path.getsize(segment) == 1 << 16  # its room, allocated up front
+    q = _queue(tmp_path)
+    assert q.depth()[0] == 3 and "torn" not in caplog.text
+    q.append(1, b"after")
+    assert q.seal(10).payloads == [b"record 0", b"record 1", b"record 2", b"after"]
+    q.close()
+    assert os.path.getsize(segment) == 4 * HEADER.size + 3 * 8 + 5  # cut to its records
+
+
+def test_a_record_larger_than_a_segment_gets_a_segment_of_its_own(tmp_path) -> None:
+    q = _queue(tmp_path, segment_bytes=100)
+    q.append(2, b"x" * 300)  # the first segment, still empty: made larger
+    q.append(1, b"small")  # a new one
+    q.append(1, b"y" * 300)
+    q.close()
+    assert len([p for p in os.listdir(tmp_path) if p.endswith(".log")]) == 3
+    q = _queue(tmp_path, segment_bytes=100)
+    assert q.seal(10).payloads == [b"x" * 300, b"small", b"y" * 300]
+
+
+def test_a_file_system_without_fallocate_still_holds_the_queue(tmp_path, monkeypatch) -> None:
+    import errno
+
+    def unsupported(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+
+    monkeypatch.setattr(os, "posix_fallocate", unsupported)
+    q = _queue(tmp_path, segment_bytes=100)
+    for i in range(5):
+        q.append(1, b"record %d" % i + b"x" * 40)
+    q.close()
+    q = _queue(tmp_path, segment_bytes=100)
+    assert q.seal(10).payloads == [b"record %d" % i + b"x" * 40 for i in range(5)]

@@ -21,7 +21,7 @@ from mastwatch.exporter.store.queries import PARAMETERS, QUERIES, Filters, run
 from tests.clickhouse_http import ClickHouseHTTP
 from tests.test_lifecycle import MASTWATCH, _free_port, _wait_http
 from tests.test_receiver import post, request_of
-from tests.test_store import make_verdict
+from tests.test_store import check_version_1_upgrade, export_and_check_times, make_verdict
 from tests.test_store_queries import DAY, T0, fill
 
 PASSWORD = "s3cret"
@@ -36,8 +36,9 @@ def endpoint(tmp_path):
 
 
 def server_store(endpoint: ClickHouseHTTP, tmp_path: Path, telemetry=None, **settings) -> StoreExporter:
+    settings = {"flush_interval": 0.05, **settings}
     return StoreExporter(StoreConfig(engine="clickhouse", url=endpoint.url, password=PASSWORD,
-                                     path=str(tmp_path / "local"), flush_interval=0.05, **settings), telemetry)
+                                     path=str(tmp_path / "local"), **settings), telemetry)
 
 
 def wait_for(predicate, timeout: float = 30.0) -> None:
@@ -70,6 +71,18 @@ def test_rows_arrive_whole_in_native_and_queries_agree_with_chdb(endpoint, tmp_p
     assert {(fmt, encoding) for _, fmt, encoding in endpoint.inserts} == {("Native", "lz4")}
     tokens = [token for token, _, _ in endpoint.inserts]
     assert len(set(tokens)) == len(tokens)
+
+
+def test_times_are_exact_and_a_batch_may_span_any_days(endpoint, tmp_path) -> None:
+    store = server_store(endpoint, tmp_path, flush_interval=60)  # one batch
+    try:
+        export_and_check_times(store)
+    finally:
+        store.shutdown()
+
+
+def test_records_of_version_1_still_queued_are_written_after_an_upgrade(endpoint, tmp_path) -> None:
+    check_version_1_upgrade(tmp_path / "local" / "queue", lambda: server_store(endpoint, tmp_path))
 
 
 def test_server_errors_keep_their_code(endpoint) -> None:
@@ -135,7 +148,7 @@ def test_outage_under_load_every_verdict_arrives_exactly_once(endpoint, tmp_path
     tokens = [token for token, _, _ in endpoint.inserts]
     assert tokens.count(lost_answers[0]) >= 2  # sent again with the same token, and dropped by the server
     assert telemetry.store_retries._value.get() >= 1
-    assert telemetry.store_queue_rows._value.get() == 0
+    assert telemetry.store_queue_rows.collect()[0].samples[0].value == 0
     assert sum(telemetry.store_rows.labels(t)._value.get() for t in ("mast_traces",)) == total
 
 

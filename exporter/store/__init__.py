@@ -8,23 +8,23 @@ while the store fails, and acknowledges a batch only once every table has it. Th
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from mastwatch.collector.classify.modes import MODES
 from mastwatch.collector.judge.stage import Judgement
 from mastwatch.collector.processor import Increment, NullTelemetry
-from mastwatch.collector.verdict import Verdict, rfc3339
+from mastwatch.collector.verdict import Verdict
 from mastwatch.durations import Duration
 
 from .queue import Batch, DurableQueue
-from .schema import FINDINGS, JUDGEMENTS, REPEATED_STEPS, TABLES, TRACES, Layout, migrate
+from .records import decode, encode, encode_judgement
+from .schema import TABLES, Layout, migrate
 
 log = logging.getLogger(__name__)
 _IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -45,7 +45,7 @@ class StoreConfig(BaseModel):
     password: SecretStr = SecretStr("")
     cluster: str | None = Field(None, pattern=_IDENTIFIER, description="replicated and distributed tables")
     ttl_days: int = Field(0, ge=0, description="rows are deleted this many days after started_at (0: kept)")
-    batch_rows: int = Field(5000, ge=1, description="rows per insert")
+    batch_rows: int = Field(50_000, ge=1, description="rows per batch, all tables together (an insert per table)")
     flush_interval: Duration = Field(1.0, gt=0, description="longest a row waits before it is written")
     queue_path: str | None = Field(None, description="durable queue directory (default: `path`/queue)")
     max_queued_rows: int = Field(1_000_000, ge=1, description="rows held while the store fails")
@@ -65,7 +65,7 @@ class Engine(Protocol):
     """What the exporter, the migrations and the query layer need of a ClickHouse."""
 
     def command(self, sql: str) -> None: ...
-    def insert(self, table: str, columns: Any, rows: list[bytes], token: str) -> None: ...
+    def insert(self, table: str, columns: Any, body: bytes, token: str) -> None: ...
     def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]: ...
     def close(self) -> None: ...
 
@@ -78,7 +78,7 @@ class StoreTelemetry(Protocol):
     def store_failed(self) -> None: ...
     def store_retried(self) -> None: ...
     def store_dropped_rows(self, rows: int) -> None: ...
-    def store_queue(self, rows: int, size: int) -> None: ...
+    def store_queue(self, depth: Callable[[], tuple[int, int]]) -> None: ...
 
 
 def open_engine(config: StoreConfig) -> Engine:
@@ -90,67 +90,6 @@ def open_engine(config: StoreConfig) -> Engine:
     from .chdb_engine import ChdbEngine
 
     return ChdbEngine(config.path)
-
-
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def trace_row(v: Verdict, started: str | None = None) -> list[Any]:
-    """A mast_traces row, in column order (`started`: rfc3339 of the start, when already formatted)."""
-    waste = v.waste
-    wasted = dict.fromkeys(("input", "output", "cache_read", "cache_write"), 0)
-    for (_, kind), n in waste.tokens.items():
-        wasted[kind] += n
-    return [v.trace_id, v.service, v.agent, v.models, started or rfc3339(v.started_at_ns), rfc3339(v.ended_at_ns),
-            v.completion, v.steps, v.llm_calls, v.tool_calls, v.input_tokens, v.output_tokens, v.cost_usd,
-            sorted(v.findings), waste.repeated_steps, wasted["input"] + wasted["cache_read"] + wasted["cache_write"],
-            wasted["output"], v.wasted_cost_usd]
-
-
-def finding_rows(v: Verdict | Judgement, started: str | None = None) -> list[list[Any]]:
-    """mast_findings rows, in column order."""
-    started = started or rfc3339(v.started_at_ns)
-    return [[v.trace_id, v.service, v.agent, started, code, MODES[code].category, MODES[code].name, f.confidence,
-             f.basis, [e.hex() for e in f.evidence], f.reason] for code, f in sorted(v.findings.items())]
-
-
-def repeated_step_rows(v: Verdict) -> list[list[Any]]:
-    """mast_repeated_steps rows, in column order."""
-    return [[v.trace_id, r.step.span_hex, v.service, v.agent, r.code, r.tool, r.step.args_fingerprint or 0,
-             r.model or "", *(n for _, n in r.tokens), r.cost_usd, rfc3339(r.step.start_ns)] for r in v.waste.steps]
-
-
-def judgement_rows(j: Judgement, judged_at: float) -> list[list[Any]]:
-    """mast_judgements rows, in column order: one per mode assessed."""
-    started, judged = rfc3339(j.started_at_ns), rfc3339(int(judged_at * 1e9))
-    return [[j.trace_id, j.service, j.agent, started, judged, j.model, code, MODES[code].category, j.verdict(code),
-             j.structural.get(code), a.confidence, list(a.evidence), a.reason]
-            for code, a in sorted(j.assessments.items())]
-
-
-def _record(rows: list[tuple[str, list[Any]]]) -> tuple[int, bytes]:
-    return len(rows), "".join(f"{table}\t{_dumps(row)}\n" for table, row in rows).encode()
-
-
-def encode(v: Verdict) -> tuple[int, bytes]:
-    """One verdict's rows as a queue record: a `table<TAB>JSON array` line per row."""
-    started = rfc3339(v.started_at_ns)
-    lines = [f"{TRACES}\t{_dumps(trace_row(v, started))}\n"]
-    if v.findings:
-        lines += [f"{FINDINGS}\t{_dumps(row)}\n" for row in finding_rows(v, started)]
-    if v.waste.steps:
-        lines += [f"{REPEATED_STEPS}\t{_dumps(row)}\n" for row in repeated_step_rows(v)]
-    return len(lines), "".join(lines).encode()
-
-
-def decode(batch: Batch) -> dict[str, list[bytes]]:
-    """A batch's rows by table (JSON arrays)."""
-    by_table: dict[bytes, list[bytes]] = {name.encode(): [] for name in TABLES}
-    for payload in batch.payloads:
-        for line in payload.splitlines():
-            table, _, row = line.partition(b"\t")
-            by_table[table].append(row)
-    return {table.decode(): rows for table, rows in by_table.items()}
 
 
 class StoreExporter:
@@ -177,7 +116,7 @@ class StoreExporter:
         self._stop = False
         self._flushing = 0
         self._last_drop_log = 0.0
-        self.telemetry.store_queue(*self.queue.depth())
+        self.telemetry.store_queue(self.queue.depth)  # read when scraped: nothing to update per verdict
         self._thread = threading.Thread(target=self._run, name="mastwatch-store", daemon=True)
         self._thread.start()
 
@@ -199,8 +138,7 @@ class StoreExporter:
 
     def export_judgement(self, judgement: Judgement) -> None:
         """The judge's positive answers as mast_findings rows with basis judge; every answer in mast_judgements."""
-        self._append(*_record([(FINDINGS, r) for r in finding_rows(judgement)]
-                              + [(JUDGEMENTS, r) for r in judgement_rows(judgement, time.time())]))
+        self._append(*encode_judgement(judgement, time.time()))
 
     def _append(self, rows: int, payload: bytes) -> None:
         dropped = self.queue.append(rows, payload)
@@ -210,9 +148,8 @@ class StoreExporter:
             if now - self._last_drop_log > 10:
                 self._last_drop_log = now
                 log.warning("store queue full: oldest rows dropped (%d now)", dropped)
-        queued, size = self.queue.depth()
-        self.telemetry.store_queue(queued, size)
-        if queued >= self.config.batch_rows:
+        queued = self.queue.depth()[0]
+        if queued >= self.config.batch_rows > queued - rows:  # a batch is full now (the writer checks before it waits)
             with self._cond:
                 self._cond.notify()
 
@@ -223,12 +160,12 @@ class StoreExporter:
             self.telemetry.store_retried()
         batch.attempts += 1
         written = {}
-        for name, rows in decode(batch).items():
-            if rows:
+        for name, body in decode(batch).items():
+            if body:
                 started = time.perf_counter()
-                self.engine.insert(f"{self.config.database}.{name}", TABLES[name].columns, rows, batch.token(name))
+                self.engine.insert(f"{self.config.database}.{name}", TABLES[name].columns, body, batch.token(name))
                 self.telemetry.store_insert_seconds(time.perf_counter() - started)
-                written[name] = len(rows)
+                written[name] = body.count(b"\n")
         return written
 
     def _run(self) -> None:
@@ -261,7 +198,6 @@ class StoreExporter:
                 self.queue.ack(batch)
                 for name, n in written.items():
                     self.telemetry.store_written(name, n)
-            self.telemetry.store_queue(*self.queue.depth())
             with self._cond:
                 self._cond.notify_all()
             if batch is None and stopping:

@@ -12,6 +12,8 @@ from chdb import session
 
 from .schema import Column
 
+INSERT_SETTINGS = "input_format_parallel_parsing = 0, max_partitions_per_insert_block = 0"
+
 
 class ChdbEngine:
     def __init__(self, path: str) -> None:
@@ -25,15 +27,17 @@ class ChdbEngine:
         with self._lock:
             self._session.query(sql)
 
-    def insert(self, table: str, columns: Sequence[Column], rows: Sequence[bytes], token: str) -> None:
-        """Rows are JSON arrays in `columns` order, streamed as JSONCompactEachRow (no SQL parsing of the data)."""
+    def insert(self, table: str, columns: Sequence[Column], body: bytes, token: str) -> None:
+        """`body`: JSONCompactEachRow lines in `columns` order, streamed (no SQL parsing of the data), parsed by
+        one thread (parallel parsing only adds threads to wake on a batch this size). A batch may span any
+        number of days (partitions): chDB's streamed insert drops a block over the partition limit silently."""
         names = ", ".join(c.name for c in columns)
         with self._lock:
             inserter = self._session.send_insert(
-                f"INSERT INTO {table} ({names}) SETTINGS insert_deduplication_token = {_literal(token)}",
-                "JSONCompactEachRow")
+                f"INSERT INTO {table} ({names}) SETTINGS insert_deduplication_token = {_literal(token)}, "
+                f"{INSERT_SETTINGS}", "JSONCompactEachRow")
             try:
-                inserter.append(b"\n".join(rows))
+                inserter.append(body)
                 inserter.finish()
             except BaseException:
                 inserter.cancel()
