@@ -6,12 +6,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 PREVIEW_CHARS = 160  # what of a piece of content is kept for evidence; the rest is only hashed
 RAW_LIMIT = 512  # larger values are fingerprinted at once
 _REDUCED: dict[str, tuple[int, str]] = {}  # small raw strings already reduced: a loop repeats the same text
 _REDUCED_LIMIT = 10_000  # span-derived keys: cleared rather than grown without end
+_DECODER = json.JSONDecoder()
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+# Encoded JSON that canonicalising may change: whitespace other than single inner spaces (raw, escaped, or at a
+# string's ends), a string starting with JSON, a number that may be a float. Anything else is canonical already.
+_MAY_CHANGE = re.compile(r'[^\S ]|  |" | "|\\[bfnrtu]|"[{\[]|\d[.eE]|Infinity|NaN')
+# A flat JSON object that is canonical as it stands if its keys are in order: no whitespace outside strings, integers,
+# strings without escapes, without whitespace other than single inner spaces, and not starting with JSON.
+_FLAT = re.compile(r'\{(?:"[^"\\\x00-\x1f]*":(?:0|-?[1-9]\d{0,15}|true|false|null|""|'
+                   r'"(?![{\[])[^"\\\s\x00-\x1f]+(?: [^"\\\s\x00-\x1f]+)*")(?:,(?=")|(?=\})))*\}')
+_KEY = re.compile(r'[{,]"([^"]*)":')  # the keys of a flat object (its strings hold no quotes)
 
 
 def as_json(value: Any) -> Any:
@@ -44,7 +55,20 @@ def _canonical(value: Any) -> Any:
 
 def canonical_json(value: Any) -> str:
     """Equivalent arguments give the same text: keys sorted, whitespace and JSON-in-strings normalised."""
-    return json.dumps(_canonical(as_json(value)), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    if type(value) is str and value[:1] in ("{", "["):
+        if _FLAT.fullmatch(value) is not None:
+            keys = _KEY.findall(value)
+            if all(a < b for a, b in zip(keys, keys[1:])):  # sorted, no key twice: the text is canonical
+                return value
+        try:
+            value = _DECODER.decode(value)
+        except ValueError:
+            pass
+        else:
+            text = _ENCODER.encode(value)
+            if _MAY_CHANGE.search(text) is None:  # the usual case: no value to normalise
+                return text
+    return _ENCODER.encode(_canonical(as_json(value)))
 
 
 def fingerprint(text: str) -> int:
