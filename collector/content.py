@@ -58,7 +58,7 @@ def canonical_json(value: Any) -> str:
     if type(value) is str and value[:1] in ("{", "["):
         if _FLAT.fullmatch(value) is not None:
             keys = _KEY.findall(value)
-            if all(a < b for a, b in zip(keys, keys[1:])):  # sorted, no key twice: the text is canonical
+            if keys == sorted(set(keys)):  # in order, none twice: the text is canonical
                 return value
         try:
             value = _DECODER.decode(value)

@@ -12,13 +12,14 @@ failed (retries); a call whose captured result differs from the previous one (th
 
 from __future__ import annotations
 
-import fnmatch
+from functools import cached_property
 
 from pydantic import Field
 
 from ...steps import Finding, Step, StepKind
 from ..detector import Detector, DetectorSettings
 from ..signals import TOOL_CALL_FINISH
+from ..tools import Globs
 
 EVIDENCE_LIMIT = 50
 _COMPARED = object()  # a tool's first call has been compared
@@ -41,6 +42,10 @@ class StepRepetitionSettings(DetectorSettings):
     unknown_args_min_run: int = Field(0, ge=0, description="same tool in a row, arguments not captured (0: off); "
                                       "paging and batch lookups look the same, so it is off by default")
 
+    @cached_property
+    def polling(self) -> Globs:  # shared by the detectors of every trace
+        return Globs(self.polling_tools)
+
 
 class StepRepetition(Detector):
     code = "FM-1.3"
@@ -61,13 +66,6 @@ class StepRepetition(Detector):
         self._retries = 0
         self._run = 0
         self._reasons: dict[str, tuple[float, str, str]] = {}  # signal -> (confidence, basis, reason)
-        self._polling: dict[str, bool] = {}
-
-    def _is_polling(self, tool: str) -> bool:
-        known = self._polling.get(tool)
-        if known is None:
-            known = self._polling[tool] = any(fnmatch.fnmatchcase(tool, p) for p in self.settings.polling_tools)
-        return known
 
     def _mark(self, steps: list[Step], evidence: list[Step]) -> None:
         for step in steps:
@@ -88,7 +86,7 @@ class StepRepetition(Detector):
     def _observe_tool(self, step: Step) -> Finding | None:
         s = self.settings
         tool = step.tool
-        if self.settings.polling_tools and self._is_polling(tool):
+        if self.settings.polling_tools and self.settings.polling(tool):
             return None
         previous = self._last_tool
         self._last_tool = step
