@@ -15,7 +15,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 from mastwatch.collector.assemble import Trace
 from mastwatch.collector.classify.detectors.step_repetition import StepRepetition, StepRepetitionSettings
-from mastwatch.collector.content import Content, canonical_json, fingerprint
+from mastwatch.collector.content import PREVIEW_CHARS, RAW_LIMIT, Content, canonical_json, fingerprint
 from mastwatch.collector.processor import Increment, Processor, ProcessorConfig
 from mastwatch.collector.receiver.decode import records
 from mastwatch.collector.steps import Finding, Step, StepKind
@@ -111,6 +111,19 @@ def test_key_order_does_not_matter() -> None:
 ])
 def test_canonical_json(raw: Any, canonical: str) -> None:
     assert canonical_json(raw) == canonical
+
+
+def test_content_keys_match_for_equivalent_values_small_or_large() -> None:
+    value = {"items": [{"sku": f"A{i}", "qty": i} for i in range(20)], "note": "x"}
+    compact, indented = json.dumps(value, separators=(",", ":")), json.dumps(value, indent=4)
+    assert len(compact) <= RAW_LIMIT < len(indented)  # one kept raw until compared, one reduced at once
+    small, large = Content(compact), Content(indented)
+    assert small.key == large.key == canonical_json(value)  # a short canonical text is the key
+    assert small.fingerprint == large.fingerprint == fingerprint(canonical_json(value))
+    assert small.preview == large.preview == canonical_json(value)[:PREVIEW_CHARS - 1] + "…"
+    long_value = {"text": "word " * 200}
+    assert Content(long_value).key == Content(json.dumps(long_value)).key == fingerprint(canonical_json(long_value))
+    assert Content({"q": 1}).key != Content({"q": "1"}).key
 
 
 def test_retries_after_a_failure_are_not_repetition() -> None:

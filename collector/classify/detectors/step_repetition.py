@@ -26,9 +26,9 @@ _COMPARED = object()  # a tool's first call has been compared
 
 
 def _equivalent(a: Step, b: Step) -> bool:
-    """Same tool, equivalent arguments (fingerprints are computed only for calls of one tool)."""
+    """Same tool, equivalent arguments (compared only for calls of one tool)."""
     return a.tool == b.tool and a.args is not None and b.args is not None and \
-        a.args.fingerprint == b.args.fingerprint
+        a.args.key == b.args.key
 
 
 class StepRepetitionSettings(DetectorSettings):
@@ -57,7 +57,7 @@ class StepRepetition(Detector):
         self.repeated: list[Step] = []  # append-only; the processor accounts for it incrementally
         self._repeated_ids: set[bytes] = set()
         self._evidence: dict[bytes, None] = {}
-        self._calls: dict[tuple[str, int], list[Step]] = {}
+        self._calls: dict[tuple[str, str | int], list[Step]] = {}
         self._first_call: dict[str, Step | object] = {}
         self._sequence: list[Step] = []  # tool calls, in order
         self._match_run = [0] * (settings.cycle_max_period + 1)
@@ -107,7 +107,7 @@ class StepRepetition(Detector):
                 self._first_call[tool] = step
             else:
                 if first is not _COMPARED:
-                    self._calls[(tool, first.args_fingerprint)] = [first]
+                    self._calls[(tool, first.args_key)] = [first]
                     self._first_call[tool] = _COMPARED
                 changed = self._same_call(step, previous)
         self._sequence.append(step)
@@ -117,14 +117,14 @@ class StepRepetition(Detector):
     def _same_call(self, step: Step, previous: Step | None) -> bool:
         s = self.settings
         tool = step.tool
-        calls = self._calls.setdefault((tool, step.args_fingerprint), [])
+        calls = self._calls.setdefault((tool, step.args_key), [])
         if calls and previous is not None and previous.error and previous.tool == tool \
-                and previous.args_fingerprint == step.args_fingerprint:  # previous may be a skipped retry
+                and previous.args_key == step.args_key:  # previous may be a skipped retry
             self._retries += 1
         else:
             self._retries = 0
         if calls and step.result is not None and calls[-1].result is not None and not calls[-1].error \
-                and step.result_fingerprint != calls[-1].result_fingerprint:
+                and step.result_key != calls[-1].result_key:
             calls.clear()  # a different result: the call observed a change, it is not redone work
         if 0 < self._retries <= s.retry_limit:
             return False  # a retry after a failure
@@ -148,7 +148,7 @@ class StepRepetition(Detector):
             run = self._match_run[period]
             if run >= period * (s.cycle_min_repeats - 1):
                 block = seq[end - period + 1:end + 1]
-                if len({(x.tool, x.args_fingerprint) for x in block}) < 2:
+                if len({(x.tool, x.args_key) for x in block}) < 2:
                     continue
                 cycle_steps = seq[end - run - period + 1:end + 1]
                 self._mark(cycle_steps[period:], cycle_steps)
