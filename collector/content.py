@@ -58,8 +58,12 @@ def canonical_json(value: Any) -> str:
     """Equivalent arguments give the same text: keys sorted, whitespace and JSON-in-strings normalised."""
     if type(value) is str and value[:1] in ("{", "["):
         if _FLAT.fullmatch(value) is not None:
-            keys = _KEY.findall(value)
-            if keys == sorted(set(keys)):  # in order, none twice: the text is canonical
+            previous = None
+            for key in _KEY.findall(value):
+                if previous is not None and key <= previous:
+                    break
+                previous = key
+            else:  # keys in order, none twice: the text is canonical
                 return value
         try:
             value = _DECODER.decode(value)

@@ -160,7 +160,7 @@ class StepRepetition(Detector):
 
     def _observe_output(self, step: Step) -> Finding | None:
         s = self.settings
-        if step.output_chars < s.output_min_chars or TOOL_CALL_FINISH.intersection(step.finish_reasons):
+        if step.output_chars < s.output_min_chars or not TOOL_CALL_FINISH.isdisjoint(step.finish_reasons):
             return None
         outputs = self._outputs.setdefault(step.output_fingerprint, [])
         outputs.append(step)
