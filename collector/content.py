@@ -1,17 +1,29 @@
 """Message content, tool arguments and results: held as a fingerprint of their canonical form and a short
-preview, never whole. Small values are kept raw until a detector needs their fingerprint (most never do:
-only a tool that is called again has its arguments compared)."""
+preview, never whole. Small values are kept raw until a detector compares them (most never are: only a tool
+that is called again has its arguments compared), then as their canonical form while it is short; the
+fingerprint is computed when asked for."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 PREVIEW_CHARS = 160  # what of a piece of content is kept for evidence; the rest is only hashed
 RAW_LIMIT = 512  # larger values are fingerprinted at once
-_REDUCED: dict[str, tuple[int, str]] = {}  # small raw strings already reduced: a loop repeats the same text
+_REDUCED: dict[str, tuple[str | int, str | None]] = {}  # small raw strings already reduced: loops repeat texts
 _REDUCED_LIMIT = 10_000  # span-derived keys: cleared rather than grown without end
+_DECODER = json.JSONDecoder()
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+# Encoded JSON that canonicalising may change: whitespace other than single inner spaces (raw, escaped, or at a
+# string's ends), a string starting with JSON, a number that may be a float. Anything else is canonical already.
+_MAY_CHANGE = re.compile(r'[^\S ]|  |" | "|\\[bfnrtu]|"[{\[]|\d[.eE]|Infinity|NaN')
+# A flat JSON object that is canonical as it stands if its keys are in order: no whitespace outside strings, integers,
+# strings without escapes, without whitespace other than single inner spaces, and not starting with JSON.
+_FLAT = re.compile(r'\{(?:"[^"\\\x00-\x1f]*":(?:0|-?[1-9]\d{0,15}|true|false|null|""|'
+                   r'"(?![{\[])[^"\\\s\x00-\x1f]+(?: [^"\\\s\x00-\x1f]+)*")(?:,(?=")|(?=\})))*\}')
+_KEY = re.compile(r'[{,]"([^"]*)":')  # the keys of a flat object (its strings hold no quotes)
 
 
 def as_json(value: Any) -> Any:
@@ -44,7 +56,24 @@ def _canonical(value: Any) -> Any:
 
 def canonical_json(value: Any) -> str:
     """Equivalent arguments give the same text: keys sorted, whitespace and JSON-in-strings normalised."""
-    return json.dumps(_canonical(as_json(value)), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    if type(value) is str and value[:1] in ("{", "["):
+        if _FLAT.fullmatch(value) is not None:
+            previous = None
+            for key in _KEY.findall(value):
+                if previous is not None and key <= previous:
+                    break
+                previous = key
+            else:  # keys in order, none twice: the text is canonical
+                return value
+        try:
+            value = _DECODER.decode(value)
+        except ValueError:
+            pass
+        else:
+            text = _ENCODER.encode(value)
+            if _MAY_CHANGE.search(text) is None:  # the usual case: no value to normalise
+                return text
+    return _ENCODER.encode(_canonical(as_json(value)))
 
 
 def fingerprint(text: str) -> int:
@@ -55,17 +84,24 @@ def preview(text: str) -> str:
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
+def _reduced(text: str) -> tuple[str | int, str | None]:
+    """The key a canonical text is compared by (the text, or its fingerprint when long), and its preview when the
+    text is not kept."""
+    return (text, None) if len(text) <= RAW_LIMIT else (fingerprint(text), preview(text))
+
+
 def _size(value: Any) -> int:
     return len(value) if isinstance(value, str) else RAW_LIMIT + 1 if isinstance(value, dict | list) else 0
 
 
 class Content:
-    """A structured value (tool arguments or result) reduced on first use to fingerprint and preview."""
+    """A structured value (tool arguments or result) reduced on first use to the key it is compared by."""
 
-    __slots__ = ("_fingerprint", "_preview", "_raw")
+    __slots__ = ("_fingerprint", "_key", "_preview", "_raw")
 
     def __init__(self, raw: Any) -> None:
         self._raw = raw
+        self._key: str | int | None = None
         self._fingerprint: int | None = None
         self._preview: str | None = None
         if _size(raw) > RAW_LIMIT:
@@ -78,19 +114,27 @@ class Content:
             if known is None:
                 if len(_REDUCED) >= _REDUCED_LIMIT:
                     _REDUCED.clear()
-                text = canonical_json(raw)
-                known = _REDUCED[raw] = (fingerprint(text), preview(text))
-            self._fingerprint, self._preview = known
+                known = _REDUCED[raw] = _reduced(canonical_json(raw))
+            self._key, self._preview = known
         else:
-            text = canonical_json(raw)
-            self._fingerprint, self._preview = fingerprint(text), preview(text)
+            self._key, self._preview = _reduced(canonical_json(raw))
         self._raw = None
 
     @property
-    def fingerprint(self) -> int:
-        if self._fingerprint is None:
+    def key(self) -> str | int:
+        """Equal for equivalent values, and only for them: the canonical text, or its fingerprint when long."""
+        if self._key is None:
             self._reduce()
-        return self._fingerprint  # type: ignore[return-value]
+        return self._key  # type: ignore[return-value]
+
+    @property
+    def fingerprint(self) -> int:
+        key = self.key
+        if type(key) is int:
+            return key
+        if self._fingerprint is None:
+            self._fingerprint = fingerprint(key)  # type: ignore[arg-type]
+        return self._fingerprint
 
     @property
     def text(self) -> str:
@@ -102,5 +146,7 @@ class Content:
     @property
     def preview(self) -> str:
         if self._preview is None:
-            self._reduce()
-        return self._preview  # type: ignore[return-value]
+            key = self.key  # reducing a long value leaves its preview
+            if self._preview is None:  # the key is the canonical text
+                self._preview = preview(key)  # type: ignore[arg-type]
+        return self._preview

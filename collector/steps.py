@@ -56,12 +56,17 @@ class Step:
         return None if self.args is None else self.args.fingerprint
 
     @property
+    def args_key(self) -> str | int | None:
+        """What equivalent arguments share (see `Content.key`)."""
+        return None if self.args is None else self.args.key
+
+    @property
     def args_preview(self) -> str | None:
         return None if self.args is None else self.args.preview
 
     @property
-    def result_fingerprint(self) -> int | None:
-        return None if self.result is None else self.result.fingerprint
+    def result_key(self) -> str | int | None:
+        return None if self.result is None else self.result.key
 
     @property
     def is_root(self) -> bool:

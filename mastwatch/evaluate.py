@@ -24,7 +24,7 @@ from typing import Any
 
 from mastwatch.collector.assemble import END_OF_INPUT
 from mastwatch.collector.classify.modes import MODES
-from mastwatch.collector.processor import Increment, Processor, ProcessorConfig
+from mastwatch.collector.processor import Increment, NullTelemetry, Processor, ProcessorConfig
 from mastwatch.collector.receiver.decode import SpanRecord
 from mastwatch.collector.verdict import Verdict
 
@@ -278,9 +278,15 @@ def blind_runs(blind_dir: Path, content: bool = True) -> list[LabelledRun]:
 # --- classification and scoring -----------------------------------------------------------------------------
 
 
-class _Collector:
+class _Collector(NullTelemetry):
+    """Keeps the verdicts, and counts detector failures: a failed detector would score as a missed mode."""
+
     def __init__(self) -> None:
         self.verdicts: list[Verdict] = []
+        self.failures: dict[str, int] = {}
+
+    def detector_failed(self, code: str) -> None:
+        self.failures[code] = self.failures.get(code, 0) + 1
 
     def export_increment(self, increment: Increment) -> None:
         pass
@@ -296,13 +302,16 @@ def classify(runs: Sequence[LabelledRun], config: ProcessorConfig | None = None)
                                                                                             list[str]]:
     """run -> modes found (over all its traces), and the modes the classifier does not assess."""
     collector = _Collector()
-    processor = Processor(config or ProcessorConfig(), [collector])
+    processor = Processor(config or ProcessorConfig(), [collector], collector)
     owner: dict[bytes, str] = {}
     for run in runs:
         for span in run.spans:
             owner.setdefault(span.trace_id, run.run_id)
         processor.process(run.spans, now=0.0)
     processor.drain(END_OF_INPUT)
+    if collector.failures:
+        raise EvalError(f"detectors failed (code: traces) {collector.failures}: the scores would be wrong "
+                        "(see the log)")
     found: dict[str, set[str]] = {run.run_id: set() for run in runs}
     for verdict in collector.verdicts:
         found[owner[bytes.fromhex(verdict.trace_id)]].update(verdict.findings)

@@ -166,7 +166,7 @@ def test_openinference_kinds() -> None:
     t = step("lookup", {"openinference.span.kind": "TOOL", "tool.name": "lookup", "input.value": '{"id": 7}',
                         "output.value": "found"})
     assert (t.kind, t.tool) == (StepKind.TOOL, "lookup")
-    assert t.args_fingerprint == tool({"id": 7}).args_fingerprint and t.result_fingerprint is not None
+    assert t.args_fingerprint == tool({"id": 7}).args_fingerprint and t.result_key is not None
     agent = step("Agent.run", {"openinference.span.kind": "AGENT", "llm.token_count.prompt": 999})
     assert (agent.kind, agent.agent, agent.input_tokens) == (StepKind.AGENT, "Agent.run", 0)
     assert step("RunnableSequence", {"openinference.span.kind": "CHAIN"}).kind is StepKind.AGENT
@@ -251,7 +251,7 @@ def test_framework_specific_names() -> None:
                                                 "gen_ai.tool.name": "write_file",
                                                 "gen_ai.tool.args": '{"text": "2025"}', "gen_ai.output": "{}"})
     assert any_tool.args_fingerprint == tool({"text": "2025"}).args_fingerprint
-    assert any_tool.result_fingerprint is not None
+    assert any_tool.result_key is not None
     adk = step("execute_tool say_hello", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "say_hello",
                                           "gcp.vertex.agent.tool_call_args": '{"name": "Bob"}'})
     assert adk.args_fingerprint == tool({"name": "Bob"}).args_fingerprint
@@ -411,7 +411,7 @@ def test_any_agent_framework_steps(run_id: str, expected: tuple[int, int]) -> No
             assert s.output_fingerprint is not None
         if s.kind is StepKind.TOOL:
             assert s.tool == attrs["gen_ai.tool.name"] and s.args_fingerprint is not None
-            assert s.result_fingerprint is not None
+            assert s.result_key is not None
 
 
 def test_odd_finish_reasons_and_model_values_do_not_break_normalisation() -> None:

@@ -6,6 +6,7 @@ import itertools
 import json
 from typing import Any
 
+import pytest
 from genai_prices import Usage, calc_price
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -14,7 +15,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 from mastwatch.collector.assemble import Trace
 from mastwatch.collector.classify.detectors.step_repetition import StepRepetition, StepRepetitionSettings
-from mastwatch.collector.content import Content, canonical_json, fingerprint
+from mastwatch.collector.content import PREVIEW_CHARS, RAW_LIMIT, Content, canonical_json, fingerprint
 from mastwatch.collector.processor import Increment, Processor, ProcessorConfig
 from mastwatch.collector.receiver.decode import records
 from mastwatch.collector.steps import Finding, Step, StepKind
@@ -84,6 +85,45 @@ def test_key_order_does_not_matter() -> None:
     live, _ = run([call("search", {"q": "x", "n": 1}), call("search", {"n": 1, "q": "x"}),
                    call("search", json.dumps({"n": 1, "q": "x"}, indent=2))])
     assert fired_at(live) == [3]
+
+
+@pytest.mark.parametrize(("raw", "canonical"), [
+    ('{"n":1,"q":"x"}', '{"n":1,"q":"x"}'),  # canonical already
+    ('{"q": "x", "n": 1}', '{"n":1,"q":"x"}'),
+    ('[{"b":[2,{"d":null,"c":true}],"a":"\u00e9"}]', '[{"a":"é","b":[2,{"c":true,"d":null}]}]'),
+    ('{"q":"a  b"}', '{"q":"a b"}'),
+    ('{"q":" a b "}', '{"q":"a b"}'),
+    ('{"q":"a\\nb"}', '{"q":"a b"}'),
+    ('{"q":"a\\tb\\r"}', '{"q":"a b"}'),
+    ('{"q":"a\\u000bb"}', '{"q":"a b"}'),
+    ('{"q":"a\u00a0b"}', '{"q":"a b"}'),
+    ('{"q":"a\u2003b"}', '{"q":"a b"}'),
+    ('{"q":"{\\"b\\": 1, \\"a\\": 2.0}"}', '{"q":{"a":2,"b":1}}'),  # JSON inside a string
+    ('{"q":"[1, 2]"}', '{"q":[1,2]}'),
+    ('{"q":"{not json"}', '{"q":"{not json"}'),
+    ('{"n":2.0,"m":2.5,"e":1e3}', '{"e":1000,"m":2.5,"n":2}'),
+    ('{"q":"C:\\\\new"}', '{"q":"C:\\\\new"}'),  # an escaped backslash, not whitespace
+    ('{"q":"say \\"hi\\" "}', '{"q":"say \\"hi\\""}'),
+    ('{"a": {"z": "v1.2", "y": [true, false]}}', '{"a":{"y":[true,false],"z":"v1.2"}}'),
+    ('  {"q": 1}', '{"q":1}'),
+    ("plain  text", '"plain text"'),
+    ({"b": " x ", "a": 1.0}, '{"a":1,"b":"x"}'),
+])
+def test_canonical_json(raw: Any, canonical: str) -> None:
+    assert canonical_json(raw) == canonical
+
+
+def test_content_keys_match_for_equivalent_values_small_or_large() -> None:
+    value = {"items": [{"sku": f"A{i}", "qty": i} for i in range(20)], "note": "x"}
+    compact, indented = json.dumps(value, separators=(",", ":")), json.dumps(value, indent=4)
+    assert len(compact) <= RAW_LIMIT < len(indented)  # one kept raw until compared, one reduced at once
+    small, large = Content(compact), Content(indented)
+    assert small.key == large.key == canonical_json(value)  # a short canonical text is the key
+    assert small.fingerprint == large.fingerprint == fingerprint(canonical_json(value))
+    assert small.preview == large.preview == canonical_json(value)[:PREVIEW_CHARS - 1] + "…"
+    long_value = {"text": "word " * 200}
+    assert Content(long_value).key == Content(json.dumps(long_value)).key == fingerprint(canonical_json(long_value))
+    assert Content({"q": 1}).key != Content({"q": "1"}).key
 
 
 def test_retries_after_a_failure_are_not_repetition() -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..assemble import Trace
-from ..steps import Finding, Step
+from ..steps import Finding, Step, StepKind
 from .detector import Detector, DetectorSettings
 from .detectors import load_detectors
 from .modes import MODES
@@ -19,11 +19,12 @@ from .tools import ToolClassifier, ToolsConfig
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(slots=True)
 class TraceFindings:
     """The classifier's state for one trace."""
 
     detectors: list[Detector]
+    by_kind: dict[StepKind, list[Detector]]  # the detectors each kind of step goes to, in order
     findings: dict[str, Finding] = field(default_factory=dict)
 
 
@@ -49,7 +50,8 @@ class ClassifierEngine:
         self.not_assessed = [code for code in MODES if code not in assessed]  # no enabled detector for these
 
     def _start(self, trace: Trace) -> TraceFindings:
-        return TraceFindings([cls(s, trace, self.tools) for cls, s in self.detectors])
+        detectors = [cls(s, trace, self.tools) for cls, s in self.detectors]
+        return TraceFindings(detectors, {kind: [d for d in detectors if kind in d.kinds] for kind in StepKind})
 
     @staticmethod
     def _skipped(detector: Detector, step: Step | None) -> bool:
@@ -67,15 +69,15 @@ class ClassifierEngine:
     def _switch_off(self, state: TraceFindings, failed: list[Detector]) -> None:
         for detector in failed:
             state.detectors.remove(detector)
+            for listed in state.by_kind.values():
+                if detector in listed:
+                    listed.remove(detector)
             self.on_detector_error(detector.code)
 
     def _feed(self, state: TraceFindings, step: Step) -> list[Finding] | tuple[()]:
         changed: list[Finding] | None = None
         failed: list[Detector] | None = None
-        kind = step.kind
-        for detector in state.detectors:
-            if kind not in detector.kinds:
-                continue
+        for detector in state.by_kind[step.kind]:
             try:
                 finding = detector.observe(step)
             except Exception:

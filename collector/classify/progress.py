@@ -69,7 +69,7 @@ class Progress:
         basis = tool_error(step)
         effect = self.tools.effect(step.tool)
         if basis is not None:
-            key = (step.tool, step.args_fingerprint, step.result_fingerprint)
+            key = (step.tool, step.args_key, step.result_key)
             self.error_known = key in self.failures and before is not self.error  # not a retry in a row
             self.failures.add(key)
             self.error, self.error_basis = step, basis

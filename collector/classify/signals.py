@@ -14,9 +14,10 @@ TOOL_CALL_FINISH = frozenset({"tool_call", "tool_calls", "function_call", "tool_
                               "tool-calls"})  # tool-calls: Vercel AI SDK
 
 # A tool result reporting a failure, read at its start (a leading quote or bracket of JSON is skipped), or a
-# traceback or error list anywhere in its preview (whitespace there is collapsed).
+# traceback or error list anywhere in its preview (whitespace there is collapsed; looked for only in text holding
+# one of the words it needs).
 _RESULT_ERROR = re.compile(
-    r"""^[\s"'\[{(]*(error\b|err:|exception\b|traceback\b|fail(ed|ure)?\b|fatal\b|invalid\b|wrong\b|not found\b|"""
+    r"""^[\s"'\[{(]*+(error\b|err:|exception\b|traceback\b|fail(ed|ure)?\b|fatal\b|invalid\b|wrong\b|not found\b|"""
     r"""no (data|results?|such|matching)\b|denied\b|forbidden\b|unauthori[sz]ed\b|cannot\b|can't\b|could not\b|"""
     r"""unable to\b|timed? ?out\b|"?error"?\s*:\s*(?!null|none|false|""|\{\}|\[\]))""", re.IGNORECASE)
 _RESULT_ERROR_ANYWHERE = re.compile(r"Traceback \(most recent call last\)|\bERRORS?:|\b[A-Z]\w*Error: |"
@@ -52,7 +53,7 @@ _LIMIT_TEXT = re.compile(
 
 # A state-changing call's result that only acknowledges the request: the new state is not shown yet.
 _ACKNOWLEDGED = re.compile(
-    r"""^[\s"'\[{(]*(accepted|queued|scheduled|submitted|initiated|in progress|pending|started|restarting|"""
+    r"""^[\s"'\[{(]*+(accepted|queued|scheduled|submitted|initiated|in progress|pending|started|restarting|"""
     r"""rolling out|triggered|request (received|sent|accepted)|ok\W*$|"?status"?\s*:\s*"?(accepted|pending|"""
     r"""queued|in_progress|started))""", re.IGNORECASE)
 # A model saying it will change what it does next ("I will correct the syntax and try again").
@@ -68,6 +69,11 @@ def _text(step: Step) -> str | None:
     return None if step.result is None else step.result.text
 
 
+def _anywhere(text: str) -> bool:
+    return ("Error" in text or "ERROR" in text or "Traceback" in text) and \
+        _RESULT_ERROR_ANYWHERE.search(text) is not None
+
+
 _recent: list = [None, None, None, None]  # the last two steps asked about and their answers (detectors ask in turn)
 
 
@@ -81,8 +87,7 @@ def tool_error(step: Step) -> str | None:
     if recent[2] is step:
         return recent[3]
     text = _text(step)
-    basis = CONTENT if text is not None and (_RESULT_ERROR.match(text) or _RESULT_ERROR_ANYWHERE.search(text)) \
-        else None
+    basis = CONTENT if text is not None and (_RESULT_ERROR.match(text) or _anywhere(text)) else None
     recent[2], recent[3], recent[0], recent[1] = recent[0], recent[1], step, basis
     return basis
 

@@ -45,6 +45,29 @@ FINAL_TOOLS = ["submit*", "final_answer*", "final_result*", "finish*", "exit*", 
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 
+class Globs:
+    """Whether a name matches any of some glob patterns (optionally compared in lower case), cached per name
+    (names come from spans: the cache is bounded)."""
+
+    __slots__ = ("_known", "lower", "patterns")
+    CACHE_LIMIT = 10_000
+
+    def __init__(self, patterns: list[str], lower: bool = False) -> None:
+        self.patterns = tuple(patterns)
+        self.lower = lower
+        self._known: dict[str, bool] = {}
+
+    def __call__(self, name: str) -> bool:
+        known = self._known.get(name)
+        if known is None:
+            value = name.lower() if self.lower else name
+            known = any(fnmatch.fnmatchcase(value, p) for p in self.patterns)
+            if len(self._known) >= self.CACHE_LIMIT:
+                self._known.clear()
+            self._known[name] = known
+        return known
+
+
 class ToolsConfig(BaseModel):
     """`processor.tools`: how tools are told apart (see README, failure modes)."""
 
@@ -78,7 +101,7 @@ class ToolClassifier:
     def __init__(self, config: ToolsConfig | None = None) -> None:
         self.config = config or ToolsConfig()
         self._known: dict[str, ToolEffect] = {}
-        self._final: dict[str, bool] = {}
+        self._final = Globs(self.config.final, lower=True)
 
     def effect(self, tool: str | None) -> ToolEffect:
         if tool is None:
@@ -93,16 +116,7 @@ class ToolClassifier:
 
     def is_final(self, tool: str | None) -> bool:
         """Whether calling the tool ends the run by design (submit, final_answer, transfer_to_human...)."""
-        if tool is None:
-            return False
-        known = self._final.get(tool)
-        if known is None:
-            name = tool.lower()
-            known = any(fnmatch.fnmatchcase(name, p) for p in self.config.final)
-            if len(self._final) >= self.CACHE_LIMIT:
-                self._final.clear()
-            self._final[tool] = known
-        return known
+        return tool is not None and self._final(tool)
 
     def _classify(self, tool: str) -> ToolEffect:
         c = self.config

@@ -19,7 +19,7 @@ class ConversationReset(HistoryLoss):
         super().__init__(settings, trace, tools)
         self.conversation: dict[str | None, str] = {}  # agent -> its current conversation id
         self.before: dict[str | None, dict[tuple, Step]] = {}  # agent -> calls made in earlier conversations
-        self.current: dict[str | None, list[Step]] = {}  # compared (fingerprinted) only once the agent switched
+        self.current: dict[str | None, list[Step]] = {}  # compared only once the agent switched
         self.agent: str | None = None  # of the last model call: the one that asked for the next tool calls
 
     def observe(self, step: Step) -> Finding | None:
@@ -30,7 +30,7 @@ class ConversationReset(HistoryLoss):
             return None
         agent = self.agent
         before = self.before.get(agent)
-        earlier = None if before is None else before.get((step.tool, step.args_fingerprint))
+        earlier = None if before is None else before.get((step.tool, step.args_key))
         if earlier is not None:
             self.found = Finding(self.code, 0.6, [earlier.span_id, step.span_id],
                                  f"{agent or 'the agent'} started a new conversation and redid {step.tool} "
@@ -49,4 +49,4 @@ class ConversationReset(HistoryLoss):
             self.conversation[step.agent] = conversation
             before = self.before.setdefault(step.agent, {})
             for call in self.current.pop(step.agent, ()):
-                before.setdefault((call.tool, call.args_fingerprint), call)
+                before.setdefault((call.tool, call.args_key), call)

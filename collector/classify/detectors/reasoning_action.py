@@ -39,7 +39,7 @@ class ReasoningAction(Detector):
                                  f"the model said it would use {named} and called {step.tool}", "content")
         elif previous is not None and tool_error(previous) is not None and previous.tool == step.tool and \
                 previous.args is not None and step.args is not None and \
-                previous.args_fingerprint == step.args_fingerprint and states_change(said):
+                previous.args_key == step.args_key and states_change(said):
             self.found = Finding(self.code, 0.75, [previous.span_id, said.span_id, step.span_id],
                                  f"the model said it would change its approach ({said.output_preview!r}) and repeated "
                                  f"the failed {step.tool} call unchanged", "content")

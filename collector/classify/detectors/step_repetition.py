@@ -12,22 +12,23 @@ failed (retries); a call whose captured result differs from the previous one (th
 
 from __future__ import annotations
 
-import fnmatch
+from functools import cached_property
 
 from pydantic import Field
 
 from ...steps import Finding, Step, StepKind
 from ..detector import Detector, DetectorSettings
 from ..signals import TOOL_CALL_FINISH
+from ..tools import Globs
 
 EVIDENCE_LIMIT = 50
 _COMPARED = object()  # a tool's first call has been compared
 
 
 def _equivalent(a: Step, b: Step) -> bool:
-    """Same tool, equivalent arguments (fingerprints are computed only for calls of one tool)."""
+    """Same tool, equivalent arguments (compared only for calls of one tool)."""
     return a.tool == b.tool and a.args is not None and b.args is not None and \
-        a.args.fingerprint == b.args.fingerprint
+        a.args.key == b.args.key
 
 
 class StepRepetitionSettings(DetectorSettings):
@@ -41,6 +42,10 @@ class StepRepetitionSettings(DetectorSettings):
     unknown_args_min_run: int = Field(0, ge=0, description="same tool in a row, arguments not captured (0: off); "
                                       "paging and batch lookups look the same, so it is off by default")
 
+    @cached_property
+    def polling(self) -> Globs:  # shared by the detectors of every trace
+        return Globs(self.polling_tools)
+
 
 class StepRepetition(Detector):
     code = "FM-1.3"
@@ -52,7 +57,7 @@ class StepRepetition(Detector):
         self.repeated: list[Step] = []  # append-only; the processor accounts for it incrementally
         self._repeated_ids: set[bytes] = set()
         self._evidence: dict[bytes, None] = {}
-        self._calls: dict[tuple[str, int], list[Step]] = {}
+        self._calls: dict[tuple[str, str | int], list[Step]] = {}
         self._first_call: dict[str, Step | object] = {}
         self._sequence: list[Step] = []  # tool calls, in order
         self._match_run = [0] * (settings.cycle_max_period + 1)
@@ -61,13 +66,6 @@ class StepRepetition(Detector):
         self._retries = 0
         self._run = 0
         self._reasons: dict[str, tuple[float, str, str]] = {}  # signal -> (confidence, basis, reason)
-        self._polling: dict[str, bool] = {}
-
-    def _is_polling(self, tool: str) -> bool:
-        known = self._polling.get(tool)
-        if known is None:
-            known = self._polling[tool] = any(fnmatch.fnmatchcase(tool, p) for p in self.settings.polling_tools)
-        return known
 
     def _mark(self, steps: list[Step], evidence: list[Step]) -> None:
         for step in steps:
@@ -88,7 +86,7 @@ class StepRepetition(Detector):
     def _observe_tool(self, step: Step) -> Finding | None:
         s = self.settings
         tool = step.tool
-        if self.settings.polling_tools and self._is_polling(tool):
+        if self.settings.polling_tools and self.settings.polling(tool):
             return None
         previous = self._last_tool
         self._last_tool = step
@@ -109,7 +107,7 @@ class StepRepetition(Detector):
                 self._first_call[tool] = step
             else:
                 if first is not _COMPARED:
-                    self._calls[(tool, first.args_fingerprint)] = [first]
+                    self._calls[(tool, first.args_key)] = [first]
                     self._first_call[tool] = _COMPARED
                 changed = self._same_call(step, previous)
         self._sequence.append(step)
@@ -119,14 +117,14 @@ class StepRepetition(Detector):
     def _same_call(self, step: Step, previous: Step | None) -> bool:
         s = self.settings
         tool = step.tool
-        calls = self._calls.setdefault((tool, step.args_fingerprint), [])
+        calls = self._calls.setdefault((tool, step.args_key), [])
         if calls and previous is not None and previous.error and previous.tool == tool \
-                and previous.args_fingerprint == step.args_fingerprint:  # previous may be a skipped retry
+                and previous.args_key == step.args_key:  # previous may be a skipped retry
             self._retries += 1
         else:
             self._retries = 0
         if calls and step.result is not None and calls[-1].result is not None and not calls[-1].error \
-                and step.result_fingerprint != calls[-1].result_fingerprint:
+                and step.result_key != calls[-1].result_key:
             calls.clear()  # a different result: the call observed a change, it is not redone work
         if 0 < self._retries <= s.retry_limit:
             return False  # a retry after a failure
@@ -150,7 +148,7 @@ class StepRepetition(Detector):
             run = self._match_run[period]
             if run >= period * (s.cycle_min_repeats - 1):
                 block = seq[end - period + 1:end + 1]
-                if len({(x.tool, x.args_fingerprint) for x in block}) < 2:
+                if len({(x.tool, x.args_key) for x in block}) < 2:
                     continue
                 cycle_steps = seq[end - run - period + 1:end + 1]
                 self._mark(cycle_steps[period:], cycle_steps)
@@ -162,7 +160,7 @@ class StepRepetition(Detector):
 
     def _observe_output(self, step: Step) -> Finding | None:
         s = self.settings
-        if step.output_chars < s.output_min_chars or TOOL_CALL_FINISH.intersection(step.finish_reasons):
+        if step.output_chars < s.output_min_chars or not TOOL_CALL_FINISH.isdisjoint(step.finish_reasons):
             return None
         outputs = self._outputs.setdefault(step.output_fingerprint, [])
         outputs.append(step)

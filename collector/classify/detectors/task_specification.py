@@ -7,19 +7,24 @@ policy are message content that spans rarely carry whole."""
 
 from __future__ import annotations
 
-import fnmatch
+from functools import cached_property
 
 from pydantic import Field
 
 from ...steps import Finding, Step, StepKind
 from ..detector import Detector, DetectorSettings
 from ..signals import TOOL_CALL_FINISH
+from ..tools import Globs
 
 
 class TaskSpecificationSettings(DetectorSettings):
     enabled: bool = False
     confirm_tools: list[str] = Field(default_factory=list,
                                      description="tool patterns that need the user's confirmation first")
+
+    @cached_property
+    def confirm(self) -> Globs:  # shared by the detectors of every trace
+        return Globs(self.confirm_tools)
 
 
 class TaskSpecification(Detector):
@@ -37,8 +42,7 @@ class TaskSpecification(Detector):
             if step.finish_reasons and TOOL_CALL_FINISH.isdisjoint(step.finish_reasons):
                 self.asked = True
             return None
-        if self.found is not None or step.tool is None or \
-                not any(fnmatch.fnmatchcase(step.tool, p) for p in self.settings.confirm_tools):
+        if self.found is not None or step.tool is None or not self.settings.confirm(step.tool):
             return None
         if not self.asked:
             self.found = Finding(self.code, 0.8, [step.span_id], f"{step.tool} ran without asking the user first",

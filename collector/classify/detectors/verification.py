@@ -8,14 +8,14 @@ the request ("accepted", "queued", "restarting"; content). Any later read-only o
 
 from __future__ import annotations
 
-import fnmatch
+from functools import cached_property
 
 from pydantic import Field
 
 from ...steps import Finding, Step, StepKind
 from ..detector import Detector, DetectorSettings
 from ..signals import CONTENT, STRUCTURE, TOOL_CALL_FINISH, acknowledged_only, tool_error
-from ..tools import ToolEffect
+from ..tools import Globs, ToolEffect
 
 # Operations whose own result does not show the state they lead to (a file write's result does).
 NEEDS_CHECK = ["*deploy*", "*restart*", "*rollout*", "*rollback*", "*reboot*", "*apply*", "*scale*", "*migrate*",
@@ -27,6 +27,10 @@ class VerificationSettings(DetectorSettings):
                                    description="glob patterns (lower case) of changes whose result needs a check")
     acknowledgements: bool = Field(True, description="a change whose result only acknowledges it needs a check")
 
+    @cached_property
+    def needs_check_globs(self) -> Globs:  # shared by the detectors of every trace
+        return Globs(self.needs_check, lower=True)
+
 
 class Verification(Detector):
     code = "FM-3.2"
@@ -37,17 +41,9 @@ class Verification(Detector):
         super().__init__(settings, trace, tools)
         self.change: Step | None = None  # the last change needing a check, not checked since
         self.basis = STRUCTURE
-        self._needs: dict[str, bool] = {}
         self.stopped = False  # a limit stopped the run (FM-1.5 explains why nothing was checked)
         self._asked = False  # the last model call asked for tools
         self._unseen = False  # a tool result came after it and no model call since: the run may be cut off
-
-    def _needs_check(self, tool: str) -> bool:
-        known = self._needs.get(tool)
-        if known is None:
-            name = tool.lower()
-            known = self._needs[tool] = any(fnmatch.fnmatchcase(name, p) for p in self.settings.needs_check)
-        return known
 
     def observe(self, step: Step) -> Finding | None:
         if step.limit is not None:
@@ -62,7 +58,7 @@ class Verification(Detector):
         if self.tools.effect(tool) is ToolEffect.STATE_CHANGING:
             if tool_error(step) is not None:
                 return None  # a failed change: FM-3.1 / FM-3.3 territory
-            if self._needs_check(tool):
+            if self.settings.needs_check_globs(tool):
                 self.change, self.basis = step, STRUCTURE
             elif self.settings.acknowledgements and acknowledged_only(step):
                 self.change, self.basis = step, CONTENT
