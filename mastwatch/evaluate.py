@@ -130,15 +130,18 @@ def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
 # --- labels and split ---------------------------------------------------------------------------------
 
 
+def _read_json(path: Path, what: str, hint: str) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except OSError as e:
+        raise EvalError(f"cannot read {what} {path}: {e.strerror} ({hint})") from None
+    except ValueError as e:
+        raise EvalError(f"{what} {path} are not valid JSON: {e}") from None
+
+
 def load_labels(path: Path) -> dict[str, frozenset[str]]:
     """run -> labelled modes, from a label file `{run: {"modes": {code: {...}}, ...}}`."""
-    try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise EvalError(f"cannot read labels {path}: {e.strerror} (run from a mastwatch checkout, or point "
-                        "--labels at its tests/data/labels)") from None
-    except ValueError as e:
-        raise EvalError(f"labels {path} are not valid JSON: {e}") from None
+    data = _read_json(path, "labels", "run from a mastwatch checkout, or point --labels at its tests/data/labels")
     out = {}
     for run, entry in data.items():
         modes = frozenset((entry or {}).get("modes") or {})
@@ -247,13 +250,7 @@ def blind_runs(blind_dir: Path, content: bool = True) -> list[LabelledRun]:
     from mastwatch.replay import ReplayError, read_requests
 
     path = blind_dir / "labels.json"
-    try:
-        labels = json.loads(path.read_text())
-    except OSError as e:
-        raise EvalError(f"cannot read blind labels {path}: {e.strerror} (point --blind at tests/data/blind of a "
-                        "mastwatch checkout)") from None
-    except ValueError as e:
-        raise EvalError(f"blind labels {path} are not valid JSON: {e}") from None
+    labels = _read_json(path, "blind labels", "point --blind at tests/data/blind of a mastwatch checkout")
     spans: dict[str, list[SpanRecord]] = {}
     try:
         for file in sorted(blind_dir.glob("*.jsonl")):
