@@ -7,8 +7,12 @@ back to the size of the conversation's first call is FM-2.1 (reset) instead."""
 
 from __future__ import annotations
 
+import weakref
+from typing import NamedTuple
+
 from pydantic import Field
 
+from ...assemble import Trace
 from ...steps import Finding, Step, StepKind
 from ..detector import Detector, DetectorSettings
 
@@ -30,32 +34,40 @@ class _Series:
         self.pending: Step | None = None  # a collapsed call waiting for the next to confirm it
 
 
-class HistoryLoss(Detector):
-    code = "FM-1.4"
-    Settings = HistoryLossSettings
-    kinds = frozenset({StepKind.LLM})
-    resets = False  # FM-2.1 subclasses this with True: drops back to the first call's size
+class Collapse(NamedTuple):
+    largest: Step  # the largest prompt before the collapse
+    first: Step  # the first collapsed call
+    first_tokens: int  # the input tokens of the conversation's first call
 
-    def __init__(self, settings: HistoryLossSettings, trace, tools=None) -> None:
-        super().__init__(settings, trace, tools)
+
+class PromptSizes:
+    """The prompt sizes of a trace's conversations, fed once per model call; shared by FM-1.4 and FM-2.1 when
+    their settings agree on what a collapse is."""
+
+    __slots__ = ("collapse", "limits", "seen", "series", "users")
+
+    def __init__(self, limits: tuple[int, int, float]) -> None:
+        self.limits = limits  # min_calls, min_tokens, drop_ratio
         self.series: dict[tuple, _Series] = {}
-        self.found: Finding | None = None
+        self.seen: Step | None = None
+        self.collapse: Collapse | None = None  # confirmed by the step last seen
+        self.users: set[str] = set()
 
-    def observe(self, step: Step) -> Finding | None:
-        tokens = step.input_tokens
-        if self.found is not None or not tokens:
-            return None
+    def observe(self, step: Step) -> Collapse | None:
+        if step is self.seen:  # a detector sharing this history already fed it
+            return self.collapse
+        self.seen, self.collapse = step, None
         key = (step.agent, step.conversation_id, step.model)
         series = self.series.get(key)
         if series is None:
             self.series[key] = _Series(step)
             return None
-        s = self.settings
+        min_calls, min_tokens, drop_ratio = self.limits
         series.calls += 1
         largest = series.largest
-        small = series.calls >= s.min_calls and largest.input_tokens >= s.min_tokens and \
-            tokens < s.drop_ratio * largest.input_tokens
-        if not small:
+        tokens = step.input_tokens
+        if not (series.calls >= min_calls and largest.input_tokens >= min_tokens and
+                tokens < drop_ratio * largest.input_tokens):
             series.pending = None
             if tokens > largest.input_tokens:
                 series.largest = step
@@ -63,8 +75,39 @@ class HistoryLoss(Detector):
         if series.pending is None:
             series.pending = step
             return None
-        first = series.pending
-        reset = first.input_tokens <= s.reset_ratio * series.first
+        self.collapse = Collapse(largest, series.pending, series.first)
+        return self.collapse
+
+
+_SHARED: weakref.WeakKeyDictionary[Trace, PromptSizes] = weakref.WeakKeyDictionary()  # one per trace
+
+
+class HistoryLoss(Detector):
+    code = "FM-1.4"
+    Settings = HistoryLossSettings
+    kinds = frozenset({StepKind.LLM})
+    resets = False  # FM-2.1 subclasses this with True: drops back to the first call's size
+
+    def __init__(self, settings: HistoryLossSettings, trace: Trace, tools=None) -> None:
+        super().__init__(settings, trace, tools)
+        limits = (settings.min_calls, settings.min_tokens, settings.drop_ratio)
+        sizes = _SHARED.get(trace)
+        if sizes is None or self.code in sizes.users:  # none yet, or the engine classifies the trace again
+            sizes = _SHARED[trace] = PromptSizes(limits)
+        elif sizes.limits != limits:  # settings of its own: a history of its own
+            sizes = PromptSizes(limits)
+        sizes.users.add(self.code)
+        self.sizes = sizes
+        self.found: Finding | None = None
+
+    def observe(self, step: Step) -> Finding | None:
+        if self.found is not None or not step.input_tokens:
+            return None
+        collapse = self.sizes.observe(step)
+        if collapse is None:
+            return None
+        largest, first = collapse.largest, collapse.first
+        reset = first.input_tokens <= self.settings.reset_ratio * collapse.first_tokens
         if reset is not self.resets:
             return None
         what = "back to the size of its first call" if reset else "and stayed small"

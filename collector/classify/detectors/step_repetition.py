@@ -25,12 +25,6 @@ EVIDENCE_LIMIT = 50
 _COMPARED = object()  # a tool's first call has been compared
 
 
-def _equivalent(a: Step, b: Step) -> bool:
-    """Same tool, equivalent arguments (compared only for calls of one tool)."""
-    return a.tool == b.tool and a.args is not None and b.args is not None and \
-        a.args.key == b.args.key
-
-
 class StepRepetitionSettings(DetectorSettings):
     min_occurrences: int = Field(3, ge=2, description="calls of one tool with equivalent arguments")
     polling_tools: list[str] = Field(default_factory=list, description="glob patterns of tools that poll")
@@ -140,12 +134,15 @@ class StepRepetition(Detector):
         s = self.settings
         seq = self._sequence
         end = len(seq) - 1
-        for period in range(2, s.cycle_max_period + 1):
-            if end >= period and _equivalent(seq[end], seq[end - period]):
-                self._match_run[period] += 1
-            else:
-                self._match_run[period] = 0
-            run = self._match_run[period]
+        step = seq[end]
+        tool, args = step.tool, step.args
+        match_run = self._match_run
+        for period in range(2, min(s.cycle_max_period, end) + 1):  # longer periods have matched nothing yet
+            other = seq[end - period]
+            if other.tool != tool or args is None or other.args is None or other.args.key != args.key:
+                match_run[period] = 0  # not the same call (same tool, equivalent arguments): no cycle of it
+                continue
+            run = match_run[period] = match_run[period] + 1
             if run >= period * (s.cycle_min_repeats - 1):
                 block = seq[end - period + 1:end + 1]
                 if len({(x.tool, x.args_key) for x in block}) < 2:
