@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import zlib
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,6 +21,8 @@ JSON = "application/json"
 TRACES_PATH = "/v1/traces"
 GRPC_INVALID_ARGUMENT = 3
 GRPC_RESOURCE_EXHAUSTED = 8
+LINGER_BYTES = 64 << 20  # of a refused body read and dropped before the connection closes
+LINGER_SECONDS = 5.0
 
 
 class _TooLarge(Exception):
@@ -93,6 +96,7 @@ class _Handler(BaseHTTPRequestHandler):
             srv.counters.request_rejected("too_large")
             self.close_connection = True
             self._error(413, GRPC_INVALID_ARGUMENT, f"body of {length} bytes exceeds {srv.limit}", reply_type)
+            self._linger(length)
             return
         body = self.rfile.read(length)
         try:
@@ -113,6 +117,20 @@ class _Handler(BaseHTTPRequestHandler):
             return
         body = to_json(outcome.response).encode() if reply_type == JSON else outcome.response.SerializeToString()
         self._reply(200, body, reply_type)
+
+    def _linger(self, length: int) -> None:
+        """Read and drop a refused body (at most LINGER_BYTES, for LINGER_SECONDS) before closing, so a client
+        still uploading reads the answer instead of failing on a reset connection (a lingering close)."""
+        remaining, deadline = min(length, LINGER_BYTES), time.monotonic() + LINGER_SECONDS
+        try:
+            self.connection.settimeout(LINGER_SECONDS)
+            while remaining > 0 and time.monotonic() < deadline:
+                chunk = self.rfile.read1(min(remaining, 1 << 16))
+                if not chunk:
+                    break
+                remaining -= len(chunk)
+        except OSError:
+            pass
 
     def _drain(self, length: int) -> None:
         if 0 < length <= self.server.limit:
