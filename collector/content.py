@@ -5,6 +5,7 @@ fingerprint is computed when asked for."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -12,8 +13,6 @@ from typing import Any
 
 PREVIEW_CHARS = 160  # what of a piece of content is kept for evidence; the rest is only hashed
 RAW_LIMIT = 512  # larger values are fingerprinted at once
-_REDUCED: dict[str, tuple[str | int, str | None]] = {}  # small raw strings already reduced: loops repeat texts
-_REDUCED_LIMIT = 10_000  # span-derived keys: cleared rather than grown without end
 _DECODER = json.JSONDecoder()
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 # Encoded JSON that canonicalising may change: whitespace other than single inner spaces (raw, escaped, or at a
@@ -90,6 +89,11 @@ def _reduced(text: str) -> tuple[str | int, str | None]:
     return (text, None) if len(text) <= RAW_LIMIT else (fingerprint(text), preview(text))
 
 
+@functools.lru_cache(maxsize=10_000)  # small raw strings already reduced: loops repeat the same texts
+def _reduced_raw(raw: str) -> tuple[str | int, str | None]:
+    return _reduced(canonical_json(raw))
+
+
 def _size(value: Any) -> int:
     return len(value) if isinstance(value, str) else RAW_LIMIT + 1 if isinstance(value, dict | list) else 0
 
@@ -110,12 +114,7 @@ class Content:
     def _reduce(self) -> None:
         raw = self._raw
         if type(raw) is str and len(raw) <= RAW_LIMIT:
-            known = _REDUCED.get(raw)
-            if known is None:
-                if len(_REDUCED) >= _REDUCED_LIMIT:
-                    _REDUCED.clear()
-                known = _REDUCED[raw] = _reduced(canonical_json(raw))
-            self._key, self._preview = known
+            self._key, self._preview = _reduced_raw(raw)
         else:
             self._key, self._preview = _reduced(canonical_json(raw))
         self._raw = None

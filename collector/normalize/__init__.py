@@ -5,6 +5,7 @@ Only fingerprints and short previews of message content, tool arguments and resu
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -32,46 +33,35 @@ def _int(value: Any) -> int:
         return 0
 
 
-_READERS: dict[tuple[str, ...], tuple[Any, ...]] = {}  # attribute keys -> the readers whose MARKERS they hold
-_MODEL_IDS: dict[str, str] = {}
-_FINISH: dict[tuple, tuple[str, ...]] = {}
-_CACHE_LIMIT = 10_000  # span-derived values: the caches are cleared rather than grown without end
+_CACHE_SIZE = 10_000  # span-derived values: caches are bounded (least recently used dropped)
 
 
+@functools.lru_cache(maxsize=_CACHE_SIZE)
 def _model_id(model: str) -> str:
     """The model id, interned. A Vertex AI resource name (projects/.../publishers/google/models/gemini-2.5-flash)
     or a Gemini API name (models/gemini-2.5-flash) becomes the model id it names."""
-    known = _MODEL_IDS.get(model)
-    if known is None:
-        known = model.rpartition("/")[2] or model if model.startswith("models/") or "/models/" in model else model
-        if len(_MODEL_IDS) >= _CACHE_LIMIT:
-            _MODEL_IDS.clear()
-        known = _MODEL_IDS[model] = _intern(str(known))
-    return known
+    known = model.rpartition("/")[2] or model if model.startswith("models/") or "/models/" in model else model
+    return _intern(str(known))
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _interned(key: tuple) -> tuple[str, ...]:
+    return tuple(_intern(str(f)) for f in key)
 
 
 def _finish_reasons(finish: Any) -> tuple[str, ...]:
     key = tuple(finish) if isinstance(finish, list) else (finish,)
     try:
-        known = _FINISH.get(key)
+        return _interned(key)
     except TypeError:  # unhashable values (a malformed attribute): not cached
         return tuple(_intern(str(f)) for f in key)
-    if known is None:
-        if len(_FINISH) >= _CACHE_LIMIT:
-            _FINISH.clear()
-        known = _FINISH[key] = tuple(_intern(str(f)) for f in key)
-    return known
 
 
+@functools.lru_cache(maxsize=_CACHE_SIZE)
 def _readers(keys: tuple[str, ...]) -> tuple[Any, ...]:
     """The conventions that read spans with these attribute keys. One instrumentation emits a few key sets
     over and over, so the choice is made once per key set."""
-    readers = _READERS.get(keys)
-    if readers is None:
-        if len(_READERS) >= _CACHE_LIMIT:
-            _READERS.clear()
-        readers = _READERS[keys] = tuple(c.read for c in CONVENTIONS if not c.MARKERS.isdisjoint(keys))
-    return readers
+    return tuple(c.read for c in CONVENTIONS if not c.MARKERS.isdisjoint(keys))
 
 
 def normalize_span(span: SpanRecord) -> Step:
