@@ -214,6 +214,27 @@ def _endings(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str
     r = Run(f"{tag}-gives-up-after-timeout")  # a transient failure: a retry might have worked
     r.call(read, rargs, {"id": 1}).call(write, wargs, "upstream timed out", error="TimeoutError")
     yield r.name, {"FM-3.1"}, r.answer("Sorry, I cannot complete it right now.")
+    r = Run(f"{tag}-refused-explained-user-replies")  # told why, then the user's answer closes the run
+    r.call(read, rargs, {"id": 1}).call(write, wargs, "error: card expired", error="PaymentError")
+    r.answer("I'm sorry, the card on file has expired. Do you have another payment method?")
+    yield r.name, set(), r.answer("Of course. Once your card is updated, I'll be happy to complete it.")
+    r = Run(f"{tag}-terse-claim-after-error")
+    r.call(read, rargs, {"id": 1}).call(write, wargs, "Traceback (most recent call last): KeyError: 'id'")
+    yield r.name, {"FM-3.3"}, r.answer("Fixed: it now runs without error.")
+    r = Run(f"{tag}-failed-write-then-claimed")  # an earlier change failed for good, the run says all is done
+    r.call(write, wargs, "error: schema migration failed", error="MigrationError")
+    r.call("deploy_release", {"version": "v3"}, {"status": "rolled out"}).call(check, rargs, {"status": "ok"})
+    yield r.name, {"FM-2.5", "FM-3.3"}, r.answer("Released: the migration and the deployment are done.")
+    r = Run(f"{tag}-lookup-failed-worked-around")  # a failed lookup, another way found: the claim is true
+    r.call(read, rargs, "not found", error="NotFoundError").call("search_records", {"q": "W1001"}, {"id": 1})
+    r.call(write, wargs, {"id": 1, "status": "done"}).call(check, rargs, {"id": 1, "status": "done"})
+    yield r.name, set(), r.answer("Your request has been completed successfully.")
+    r = Run(f"{tag}-logs-show-errors")  # error lines in logs are what was read, not the read failing
+    r.call("get_pod_logs", {"pod": f"{tag}-api-1"}, "ERROR smtp: dial tcp 10.0.4.17:587: connection refused")
+    yield r.name, set(), r.answer("The service cannot reach its SMTP relay at 10.0.4.17:587 (connection refused).")
+    r = Run(f"{tag}-logs-read-failed")  # the log read itself failed, and the run stopped there
+    r.call("get_pod_logs", {"pod": f"{tag}-api-1"}, 'Error from server (NotFound): pods "api-1" not found')
+    yield r.name, {"FM-3.1"}, r.answer("The pod has no logs to show.")
 
 
 def _verification(tag: str, *_: Any) -> Iterator[Built]:

@@ -178,7 +178,8 @@ def test_the_same_failure_met_again_after_other_calls_stopped_nothing() -> None:
         run.call("get_pods", {"ns": "a"}, "a-1 0/1 ImagePullBackOff").call("describe_pod", {"pod": "a-1"},
                                                                              "Failed to pull image: not found")
     assert "FM-3.1" not in classify(run.answer("a-1 cannot start: its image does not exist.")).findings
-    once = Run("once").call("describe_pod", {"pod": "a-1"}, "Failed to pull image: not found").answer("Done.")
+    once = Run("once").call("describe_pod", {"pod": "a-1"}, "Failed to pull image: not found")
+    once.answer("Here is what I found.")
     assert "FM-3.1" in classify(once).findings
 
 

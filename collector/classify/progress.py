@@ -25,9 +25,9 @@ from .tools import ToolClassifier, ToolEffect
 
 
 class Progress:
-    __slots__ = ("checks_after_write", "error", "error_basis", "error_known", "failed_check", "failed_check_basis",
-                 "failures", "last_llm", "last_tool", "limit", "llm_calls", "seen", "tool_calls", "tools",
-                 "unseen_tool", "users", "write")
+    __slots__ = ("checks_after_write", "error", "error_basis", "error_known", "explained", "failed_check",
+                 "failed_check_basis", "failures", "last_llm", "last_tool", "limit", "llm_calls", "seen", "tool_calls",
+                 "tools", "unseen_tool", "users", "write")
 
     def __init__(self, tools: ToolClassifier) -> None:
         self.tools = tools
@@ -41,6 +41,7 @@ class Progress:
         self.error_basis: str | None = None
         self.failures: set[tuple[str | None, int | None, int | None]] = set()  # (tool, arguments, result) that failed
         self.error_known = False  # the last error repeats an earlier one, other calls having come between
+        self.explained: Step | None = None  # the failed call a model turn after it explained to the user
         self.failed_check: Step | None = None  # a check after the last write that failed, not since passed
         self.failed_check_basis: str | None = None
         self.unseen_tool = False  # a tool result arrived after the last model call, which asked for it
@@ -58,6 +59,10 @@ class Progress:
             self.llm_calls += 1
             self.last_llm = step
             self.unseen_tool = False
+            error = self.error
+            if error is not None and error is self.last_tool and self.explained is not error and \
+                    explains_failure(step):
+                self.explained = error
         elif step.kind is StepKind.TOOL:
             self._tool(step)
 
@@ -111,12 +116,15 @@ def ending(p: Progress) -> Ending | None:
 
     - the last tool call failed and the run ended: FM-3.3 if the final answer claims success (content) or, its
       text not captured, the failed call was the check of a change (structure); none if a change was refused for
-      good (not transiently) and the final answer explains it to the user (the objective became impossible); a
+      good (not transiently) and a model turn after it explains it to the user (the objective became impossible,
+      the user may have answered since); a
       lookup that failed without anything else tried is still FM-3.1, as is any other failure; with the answer
       not captured, a change refused for good is left alone (explained, falsely claimed or given up: unknown);
       none either when the same failure (tool, arguments, result) was met before and the run went on after it;
     - a check of the last change failed (or showed the system unhealthy) and was never passed, and the final
-      answer claims success: FM-3.3.
+      answer claims success: FM-3.3;
+    - a call that was not a lookup failed for good earlier and was never redone, and the final answer claims
+      success: FM-3.3 (a migration failed, the deploy that needs it went on, "released").
     """
     last, llm = p.last_tool, p.last_llm
     if last is None or llm is None or p.limit is not None:
@@ -132,7 +140,7 @@ def ending(p: Progress) -> Ending | None:
             return None  # the same failure was met before and the run went on: this one stopped nothing
         refused = not transient(last) and p.tools.effect(last.tool) is not ToolEffect.READ_ONLY
         if llm.output_preview is not None:  # the answer is known and claims nothing
-            if refused and explains_failure(llm):
+            if refused and p.explained is last:
                 return None  # a change refused for good (a rule, an expired card), and the user was told why
         elif p.failed_check is last:
             return Ending("FM-3.3", 0.6, p.error_basis or STRUCTURE, [p.write, last, llm],
@@ -144,6 +152,10 @@ def ending(p: Progress) -> Ending | None:
     if claim and p.failed_check is not None:
         return Ending("FM-3.3", 0.8, CONTENT, [p.write, p.failed_check, llm],
                       f"final answer claims success while the check {p.failed_check.tool} of {p.write.tool} failed")
+    error = p.error
+    if claim and error is not None and not transient(error) and p.tools.effect(error.tool) is not ToolEffect.READ_ONLY:
+        return Ending("FM-3.3", 0.7, CONTENT, [error, llm],
+                      f"final answer claims success while {error.tool} failed and was never redone")
     return None
 
 

@@ -4,6 +4,7 @@ Each helper returns the basis it rests on, so that a finding can say whether it 
 
 from __future__ import annotations
 
+import functools
 import re
 
 from ..steps import Step
@@ -34,7 +35,10 @@ _SUCCESS_CLAIM = re.compile(
     r"(shows?|showed|found|reports?|with) no (errors?|issues?|problems?|anomal\w+)|nothing unusual|"
     r"looks? (good|fine|healthy|normal)|"
     r"all (the )?tests (now )?pass|tests? (now )?pass(es|ed)?\b|verified|confirmed that|works (correctly|as expected)|"
-    r"i have (fixed|resolved|completed|updated|created|booked|applied|restarted|deployed)|task (is )?complete)",
+    r"i have (fixed|resolved|completed|updated|created|booked|applied|restarted|deployed)|task (is )?complete|"
+    r"(runs?|ran|pass(es|ed)?|works?|worked|completes?|completed|finish(es|ed)?) without (any )?(errors?|issues?|"
+    r"problems?|failures?|exceptions?))|"
+    r"^\W*(fixed|done|resolved|completed)\b(?! (by|with|when|if|once|after))",  # "Fixed: ...", "Done."
     re.IGNORECASE)
 # A final answer telling the user why the work cannot be done (an apology, an impossibility).
 _EXPLAINED_FAILURE = re.compile(r"\b(sorry|apologi[sz]e|unfortunately|can ?not|can't|unable to|not able to|"
@@ -65,6 +69,20 @@ _STATED_TOOL = re.compile(r"(?i:\b(?:i will|i'll|let me|let's|now|next,? i)\b[^.
                           r"query|check|try)(?: the)?) `?([A-Za-z]\w*_\w+|[a-z]+[A-Z]\w*)`?")
 
 
+# A log reader's result is what the system logged: its error lines are data, not the call failing. Only a
+# failure of the call itself counts there (the pod or file not found, access denied, the reader timing out).
+_LOG_WORDS = frozenset({"log", "logs", "journal", "journalctl", "syslog", "events"})
+_LOG_READ_FAILED = re.compile(r"""^[\s"'\[{(]*+(error from server|not found|no such|denied|forbidden|"""
+                              r"""unauthori[sz]ed|cannot\b|can't\b|could not|unable to|timed? ?out)""", re.IGNORECASE)
+_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
+@functools.lru_cache(maxsize=10_000)
+def reads_logs(tool: str | None) -> bool:
+    """Whether a tool's name says it reads logs or events (kubectl_logs, getLogEvents, read_journal)."""
+    return tool is not None and not _LOG_WORDS.isdisjoint(w.lower() for w in _WORD.findall(tool))
+
+
 def _text(step: Step) -> str | None:
     return None if step.result is None else step.result.text
 
@@ -87,7 +105,12 @@ def tool_error(step: Step) -> str | None:
     if recent[2] is step:
         return recent[3]
     text = _text(step)
-    basis = CONTENT if text is not None and (_RESULT_ERROR.match(text) or _anywhere(text)) else None
+    if text is None:
+        basis = None
+    elif reads_logs(step.tool):
+        basis = CONTENT if _LOG_READ_FAILED.match(text) else None
+    else:
+        basis = CONTENT if _RESULT_ERROR.match(text) or _anywhere(text) else None
     recent[2], recent[3], recent[0], recent[1] = recent[0], recent[1], step, basis
     return basis
 
