@@ -43,8 +43,17 @@ def _value(v: Any) -> AnyValue:
     return AnyValue(string_value=json.dumps(v, separators=(",", ":")))
 
 
+FRAMING_TOKENS = 8  # a message's role and delimiters
+
+
+def _tokens(value: Any) -> int:
+    """Tokens of a message, roughly as a tokenizer counts them (about four characters each)."""
+    return len(value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))) // 4 + 1
+
+
 class Run:
-    """Builds one trace step by step; times advance with every step."""
+    """Builds one trace step by step; times advance with every step, and the prompt grows by what the model said
+    and the tools returned."""
 
     def __init__(self, name: str, agent: str = "assistant", model: str = "gpt-4.1-mini") -> None:
         self.name, self.agent, self.model = name, agent, model
@@ -74,18 +83,20 @@ class Run:
         self.clock += 5 * MS
 
     def llm(self, text: str = "", calls: list[tuple[str, Any]] | tuple = (), *, agent: str | None = None,
-            input_tokens: int | None = None, output_tokens: int = 60) -> Run:
+            input_tokens: int | None = None, output_tokens: int | None = None) -> Run:
         parts: list[dict[str, Any]] = [{"type": "text", "content": text}] if text else []
         parts += [{"type": "tool_call", "id": f"call_{i}", "name": n, "arguments": a} for i, (n, a) in enumerate(calls)]
         finish = "tool_call" if calls else "stop"
         tokens = self.prompt if input_tokens is None else input_tokens
+        if output_tokens is None:
+            output_tokens = _tokens(parts)
         self._span(f"chat {self.model}", Span.SpanKind.SPAN_KIND_CLIENT, {
             "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": self.model,
             "gen_ai.agent.name": agent or self.agent, "gen_ai.conversation.id": self.conversation,
             "gen_ai.response.finish_reasons": [finish], "gen_ai.usage.input_tokens": tokens,
             "gen_ai.usage.output_tokens": output_tokens,
             "gen_ai.output.messages": [{"role": "assistant", "parts": parts, "finish_reason": finish}]}, 700)
-        self.prompt = tokens + output_tokens + 150
+        self.prompt = tokens + output_tokens + FRAMING_TOKENS
         return self
 
     def tool(self, name: str, args: Any, result: Any = "ok", *, error: str | None = None,
@@ -95,6 +106,7 @@ class Run:
                  "gen_ai.tool.call.result": result, "error.type": error}
         self._span(f"execute_tool {name}", Span.SpanKind.SPAN_KIND_INTERNAL, attrs, 200,
                    Status(code=ERROR, message=error) if error else None)
+        self.prompt += _tokens(result) + FRAMING_TOKENS  # the next model call reads the result
         return self
 
     def call(self, name: str, args: Any, result: Any = "ok", text: str = "", **kw: Any) -> Run:
