@@ -280,6 +280,21 @@ def _verification(tag: str, *_: Any) -> Iterator[Built]:
     yield r.name, set(), r.answer("Restarted, but the pods are in CrashLoopBackOff: the new image does not start.")
 
 
+def _code_changes(tag: str, *_: Any) -> Iterator[Built]:
+    edit = {"path": "app/retry.py", "old": "retries = 3", "new": "retries = 5"}
+    r = Run(f"{tag}-code-edit-untested", agent="coding-agent")
+    r.call("read_file", {"path": "app/retry.py"}, "retries = 3").call("edit_file", edit, "ok")
+    yield r.name, {"FM-3.2"}, r.answer("Retries are now 5.")
+    r = Run(f"{tag}-code-edit-tested", agent="coding-agent")
+    r.call("read_file", {"path": "app/retry.py"}, "retries = 3").call("edit_file", edit, "ok")
+    r.call("run_command", {"command": "pytest -q tests/test_retry.py"}, "4 passed in 0.3s")
+    yield r.name, set(), r.answer("Retries are now 5; the retry tests pass.")
+    r = Run(f"{tag}-data-file-written", agent="coding-agent")  # a written file is what it holds: nothing to run
+    r.call("get_current_time", {"timezone": "UTC"}, {"datetime": "2026-05-20T08:00:00Z"})
+    r.call("write_file", {"path": "year.txt", "text": "2026"}, "ok")
+    yield r.name, set(), r.answer("I wrote the year to year.txt.")
+
+
 def _history(tag: str, read: str, rargs: Any, *_: Any) -> Iterator[Built]:
     r = Run(f"{tag}-prompt-collapse")
     for i, tokens in enumerate((1200, 3400, 6100, 9000)):
@@ -321,8 +336,8 @@ def _mismatch(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: st
     r.call("edit", {"command": "edit 10:12 x = (1"}, "SyntaxError: unmatched '('")
     r.llm("I will correct the syntax and try the edit again.", [("edit", {"command": "edit 10:12 x = (1"})])
     r.tool("edit", {"command": "edit 10:12 x = (1"}, "SyntaxError: unmatched '('")
-    r.call("edit", {"command": "edit 10:12 x = (1)"}, "File updated.")
-    yield r.name, {"FM-2.6"}, r.answer("The edit is in place.")
+    r.call("edit", {"command": "edit 10:12 x = (1)"}, "File updated.").call("run_tests", {"path": "tests"}, "3 passed")
+    yield r.name, {"FM-2.6"}, r.answer("The edit is in place and the tests pass.")
     r = Run(f"{tag}-says-x-does-x")
     r.llm(f"I will call {read} to look it up.", [(read, rargs)]).tool(read, rargs, {"id": 1})
     yield r.name, set(), r.answer("Found it.")
@@ -340,7 +355,7 @@ def _ignored(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str
 
 
 GENERATORS: list[Callable[..., Iterator[Built]]] = [_healthy, _repetition, _termination, _endings, _verification,
-                                                    _history, _mismatch, _ignored]
+                                                    _code_changes, _history, _mismatch, _ignored]
 
 
 def scenarios() -> list[Scenario]:

@@ -17,9 +17,11 @@ from ..detector import Detector, DetectorSettings
 from ..signals import CONTENT, STRUCTURE, TOOL_CALL_FINISH, acknowledged_only, tool_error
 from ..tools import Globs, ToolEffect
 
-# Operations whose own result does not show the state they lead to (a file write's result does).
+# Operations whose own result does not show the state they lead to: operations on running systems, and edits of
+# code (a program changed is not a program that works until something runs it).
 NEEDS_CHECK = ["*deploy*", "*restart*", "*rollout*", "*rollback*", "*reboot*", "*apply*", "*scale*", "*migrate*",
-               "*install*", "*patch*", "*failover*", "*drain*", "*cordon*", "*update_config*", "*set_config*"]
+               "*install*", "*patch*", "*failover*", "*drain*", "*cordon*", "*update_config*", "*set_config*",
+               "*feature_flag*", "edit", "edit_*", "*_edit", "*_edit_*", "str_replace*"]
 
 
 class VerificationSettings(DetectorSettings):
