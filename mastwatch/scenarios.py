@@ -214,9 +214,9 @@ def _endings(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str
     r = Run(f"{tag}-ends-with-submit")
     r.call(read, rargs, {"id": 1}).llm("", [("submit", {"answer": "1"})]).tool("submit", {"answer": "1"}, "")
     yield r.name, set(), r
-    r = Run(f"{tag}-claims-after-error")
+    r = Run(f"{tag}-claims-after-error")  # the change was refused and the answer treats it as done
     r.call(read, rargs, {"id": 1}).call(write, wargs, "error: payment method declined", error="PaymentError")
-    yield r.name, {"FM-3.3"}, r.answer("All set! Your request has been completed successfully.")
+    yield r.name, {"FM-2.5", "FM-3.3"}, r.answer("All set! Your request has been completed successfully.")
     r = Run(f"{tag}-honest-after-error")  # says it failed: ended early, no false claim
     r.call(read, rargs, {"id": 1}).call(write, wargs, "error: payment method declined", error="PaymentError")
     yield r.name, {"FM-3.1"}, r.answer("I could not complete it: the payment method was declined.")
@@ -230,8 +230,8 @@ def _endings(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str
     r.call(read, rargs, {"id": 1}).call(write, wargs, "error: card expired", error="PaymentError")
     r.answer("I'm sorry, the card on file has expired. Do you have another payment method?")
     yield r.name, set(), r.answer("Of course. Once your card is updated, I'll be happy to complete it.")
-    r = Run(f"{tag}-terse-claim-after-error")
-    r.call(read, rargs, {"id": 1}).call(write, wargs, "Traceback (most recent call last): KeyError: 'id'")
+    r = Run(f"{tag}-terse-claim-after-error")  # the check of the change failed, the answer says it passed
+    r.call(write, wargs, {"id": 1}).call("run_check", rargs, "Traceback (most recent call last): KeyError: 'id'")
     yield r.name, {"FM-3.3"}, r.answer("Fixed: it now runs without error.")
     r = Run(f"{tag}-failed-write-then-claimed")  # an earlier change failed for good, the run says all is done
     r.call(write, wargs, "error: schema migration failed", error="MigrationError")

@@ -86,7 +86,7 @@ def test_structure_alone_settles_limits_endings_and_unchecked_changes() -> None:
 def test_content_only_signals_need_content() -> None:
     run = Run("claim").call("update_ticket", {"id": 1}, "error: locked", error="LockedError")
     run.answer("The ticket has been updated successfully.")
-    assert set(classify(run).findings) == {"FM-3.3"}
+    assert set(classify(run).findings) == {"FM-2.5", "FM-3.3"}  # the refusal ignored, and success claimed
     # the answer is not seen: a change refused for good may have been explained, claimed or given up on
     assert not classify(run, content=False).findings
     gave_up = Run("gave up").call("update_ticket", {"id": 1}, "upstream timed out", error="TimeoutError")

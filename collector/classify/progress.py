@@ -109,6 +109,7 @@ class Ending(NamedTuple):
     basis: str
     evidence: list[Step]
     reason: str
+    ignored: Step | None = None  # a change that failed and that the final answer treats as done (FM-2.5 too)
 
 
 def ending(p: Progress) -> Ending | None:
@@ -134,8 +135,10 @@ def ending(p: Progress) -> Ending | None:
     claim = p.answered and claims_success(llm)
     if p.error is last and p.answered:
         if claim:
-            return Ending("FM-3.3", 0.85, CONTENT, [last, llm],
-                          f"final answer claims success ({llm.output_preview!r}) right after {last.tool} failed")
+            ignored = last if p.failed_check is not last and not transient(last) and \
+                p.tools.effect(last.tool) is not ToolEffect.READ_ONLY else None
+            return Ending("FM-3.3", 0.85, CONTENT, [last, llm], f"final answer claims success "
+                          f"({llm.output_preview!r}) right after {last.tool} failed", ignored)
         if p.error_known:
             return None  # the same failure was met before and the run went on: this one stopped nothing
         refused = not transient(last) and p.tools.effect(last.tool) is not ToolEffect.READ_ONLY
@@ -155,11 +158,20 @@ def ending(p: Progress) -> Ending | None:
     error = p.error
     if claim and error is not None and not transient(error) and p.tools.effect(error.tool) is not ToolEffect.READ_ONLY:
         return Ending("FM-3.3", 0.7, CONTENT, [error, llm],
-                      f"final answer claims success while {error.tool} failed and was never redone")
+                      f"final answer claims success while {error.tool} failed and was never redone", error)
     return None
 
 
-_SHARED: weakref.WeakKeyDictionary[Trace, Progress] = weakref.WeakKeyDictionary()  # one per trace, for both
+_SHARED: weakref.WeakKeyDictionary[Trace, Progress] = weakref.WeakKeyDictionary()  # one per trace, for all
+
+
+def shared_progress(detector: Detector) -> Progress:
+    """The trace's Progress, shared by the detectors that judge its ending (each feeds it; it counts a step once)."""
+    progress = _SHARED.get(detector.trace)
+    if progress is None or detector.code in progress.users:  # none yet, or the engine classifies the trace again
+        progress = _SHARED[detector.trace] = Progress(detector.tools)
+    progress.users.add(detector.code)
+    return progress
 
 
 class EndingDetector(Detector):
@@ -169,11 +181,7 @@ class EndingDetector(Detector):
 
     def __init__(self, settings: Any, trace: Trace, tools: ToolClassifier | None = None) -> None:
         super().__init__(settings, trace, tools)
-        progress = _SHARED.get(trace)
-        if progress is None or self.code in progress.users:  # none yet, or the engine classifies the trace again
-            progress = _SHARED[trace] = Progress(self.tools)
-        progress.users.add(self.code)
-        self.progress = progress
+        self.progress = progress = shared_progress(self)
         self.observe = progress.observe  # type: ignore[method-assign]  # fed straight: it returns no finding
 
     def finish(self) -> Finding | None:

@@ -8,21 +8,24 @@ from __future__ import annotations
 
 from ...steps import Finding, Step, StepKind
 from ..detector import Detector
-from ..signals import tool_error, transient
+from ..progress import ending, shared_progress
+from ..signals import CONTENT, tool_error, transient
 from ..tools import ToolEffect
 
 
 class IgnoredInput(Detector):
     code = "FM-2.5"
-    kinds = frozenset({StepKind.TOOL})
+    kinds = frozenset({StepKind.TOOL, StepKind.LLM, StepKind.AGENT})  # the ending: model answers, limits hit
 
     def __init__(self, settings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
         self.failed: Step | None = None  # the last call, when it was a write that failed
         self.basis: str | None = None
         self.found: Finding | None = None
+        self.progress = shared_progress(self)
 
     def observe(self, step: Step) -> Finding | None:
+        self.progress.observe(step)
         if self.found is not None or step.tool is None:
             return None
         failed, self.failed = self.failed, None
@@ -39,4 +42,11 @@ class IgnoredInput(Detector):
         return None
 
     def finish(self) -> Finding | None:
-        return self.found
+        if self.found is not None:
+            return self.found
+        end = ending(self.progress)
+        if end is None or end.ignored is None:
+            return None
+        answer = end.evidence[-1]
+        return Finding(self.code, 0.7, [end.ignored.span_id, answer.span_id], f"{end.ignored.tool} failed and the "
+                       f"final answer treats it as done ({answer.output_preview!r})", CONTENT)
