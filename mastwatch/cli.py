@@ -158,11 +158,17 @@ def cmd_eval(args: argparse.Namespace, config: Config) -> int:
             out["scenarios"] = report.to_dict()
             tables.append(format_report(f"scenarios, content {args.content}", report))
         if args.corpus in ("blind", "all"):
-            runs = blind_runs(Path(args.blind) if args.blind else labels.parent / "blind", content)
+            blind = Path(args.blind) if args.blind else labels.parent / "blind"
+            runs = blind_runs(blind, content)
             for part in parts:
                 report = evaluate([r for r in runs if r.split == part], config.processor)
                 out[f"blind_{part}"] = report.to_dict()
                 tables.append(format_report(f"blind runs, {part} split, content {args.content}", report))
+            if (blind / "annotator_a.json").exists() and (blind / "annotator_b.json").exists():
+                agreement = annotator_agreement(blind)
+                out["blind_annotator_kappa"] = agreement["kappa"]
+                tables.append(f"blind runs: annotators' Cohen's kappa over {agreement['decisions']} (run, mode) "
+                              f"decisions: {agreement['kappa']:.3f}")
     except EvalError as e:
         print(f"mastwatch eval: {e}", file=sys.stderr)
         return 2

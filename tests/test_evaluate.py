@@ -75,7 +75,7 @@ def test_eval_command_json_and_table(tmp_path: Path) -> None:
                              "--labels", str(LABELS)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert set(out) >= {"real_dev", "scenarios", "blind_dev", "annotator_kappa"}
+    assert set(out) >= {"real_dev", "scenarios", "blind_dev", "annotator_kappa", "blind_annotator_kappa"}
     assert "real_test" not in out and "blind_test" not in out
     assert out["real_dev"]["runs"] == 38 and out["scenarios"]["runs"] >= 90
     assert out["real_dev"]["not_assessed"] == ["FM-1.1", "FM-1.2", "FM-2.2", "FM-2.3", "FM-2.4"]
@@ -106,6 +106,15 @@ def test_blind_corpus_loads_every_labelled_trace() -> None:
     dev = sum(r.split == "dev" for r in runs)
     assert 0.5 * len(runs) <= dev <= 0.75 * len(runs) and {r.split for r in runs} == {"dev", "test"}
     assert any(not r.modes for r in runs) and all(entry["why"] for entry in labels.values())
+    # the final labels are annotator A's where the independent second annotation agreed, else the adjudication's
+    a, b = (json.loads((BLIND / f"annotator_{x}.json").read_text()) for x in "ab")
+    adjudicated = json.loads((BLIND / "adjudication.json").read_text())
+    assert set(a) == set(b) == set(labels)
+    for trace_id, entry in labels.items():
+        if set(a[trace_id]["modes"]) == set(b[trace_id]["modes"]):
+            assert trace_id not in adjudicated and set(entry["modes"]) == set(a[trace_id]["modes"])
+        else:
+            assert set(entry["modes"]) == set(adjudicated[trace_id]["modes"])
     stripped = blind_runs(BLIND, content=False)
     assert not any(k in CONTENT_KEYS for r in stripped for s in r.spans for k in s.attributes)
 
@@ -126,5 +135,5 @@ def test_eval_blind_prints_the_table_and_json() -> None:
                              "--blind", str(BLIND)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert set(out) == {"content", "blind_test"}
+    assert set(out) == {"content", "blind_test", "blind_annotator_kappa"}
     assert out["blind_test"]["runs"] == sum(r.split == "test" for r in blind_runs(BLIND))

@@ -1,4 +1,6 @@
-"""Write the blind labelled corpus: `runs.otlp.jsonl` and `labels.json` next to this file.
+"""Write the blind labelled corpus next to this file: `runs.otlp.jsonl`, the stories' own labels
+(`annotator_a.json`), and the final labels (`labels.json`): annotator A's, with the runs where an independent
+second annotation (`annotator_b.json`) disagreed settled as `adjudication.json` decided.
 
 Each run is a short story of an agent (SRE bot, support agent, coding agent, or several agents handing off)
 told as the steps it takes: user turns, model turns (text and tool calls), tool executions (results or errors).
@@ -1765,6 +1767,12 @@ def main() -> None:
         lines += run.render()
         labels[run.trace_id] = {"name": run.name, "modes": sorted(run.modes), "why": run.why}
     (HERE / "runs.otlp.jsonl").write_text("\n".join(lines) + "\n")
+    (HERE / "annotator_a.json").write_text(json.dumps(labels, indent=1, ensure_ascii=False) + "\n")
+    adjudicated = json.loads((HERE / "adjudication.json").read_text())
+    for trace_id, decision in adjudicated.items():
+        entry = labels[trace_id]
+        notes = "; ".join(f"{code} {why}" for code, why in sorted(decision["decisions"].items()))
+        entry["modes"], entry["why"] = sorted(decision["modes"]), f"{entry['why']} (adjudicated: {notes})"
     (HERE / "labels.json").write_text(json.dumps(labels, indent=1, ensure_ascii=False) + "\n")
     print(f"{len(RUNS)} runs, {len(lines)} requests")
 
