@@ -67,6 +67,7 @@ class Run:
         self.root_attrs: dict[str, Any] = {}
         self.root_status: Status | None = None
         self.conversation = name
+        self.invocation: tuple[bytes, int] | None = None  # (span id, start) of the agent invocation open now
 
     def _id(self) -> bytes:
         self._n += 1
@@ -76,7 +77,9 @@ class Run:
               parent: bytes | None = None) -> None:
         start = self.clock
         self.clock += ms * MS
-        self.spans.append(Span(trace_id=self.trace_id, span_id=self._id(), parent_span_id=parent or self.root_id,
+        if parent is None:
+            parent = self.invocation[0] if self.invocation else self.root_id
+        self.spans.append(Span(trace_id=self.trace_id, span_id=self._id(), parent_span_id=parent,
                                name=name, kind=kind, start_time_unix_nano=start, end_time_unix_nano=self.clock,
                                attributes=[KeyValue(key=k, value=_value(v)) for k, v in attrs.items() if v is not None],
                                status=status or Status()))
@@ -115,6 +118,23 @@ class Run:
 
     def answer(self, text: str) -> Run:
         return self.llm(text)
+
+    def invoke(self) -> Run:
+        """Open an agent invocation: the next steps are its children until `end_invocation`."""
+        self.invocation = (self._id(), self.clock)
+        return self
+
+    def end_invocation(self, error: str | None = None) -> Run:
+        span_id, start = self.invocation
+        self.invocation = None
+        self.spans.append(Span(trace_id=self.trace_id, span_id=span_id, parent_span_id=self.root_id,
+                               name=f"invoke_agent {self.agent}", kind=Span.SpanKind.SPAN_KIND_INTERNAL,
+                               start_time_unix_nano=start, end_time_unix_nano=self.clock,
+                               attributes=[KeyValue(key=k, value=_value(v)) for k, v in {
+                                   "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": self.agent,
+                                   "error.type": error}.items() if v is not None],
+                               status=Status(code=ERROR, message=error) if error else Status()))
+        return self
 
     def fail_root(self, error_type: str) -> Run:
         self.root_attrs["error.type"] = error_type
@@ -311,6 +331,15 @@ def _history(tag: str, read: str, rargs: Any, *_: Any) -> Iterator[Built]:
     r.conversation = f"{tag}-second-session"
     r.call(read, rargs, {"id": 1})
     yield r.name, {"FM-2.1"}, r.answer("Here is your record.")
+    r = Run(f"{tag}-restarted-after-crash")  # the worker died; a fresh invocation starts the work over
+    r.invoke().call(read, rargs, {"id": 1}).call("lookup_policy", {"topic": "refunds"}, "30 days")
+    r.end_invocation("WorkerLostError").invoke().call(read, rargs, {"id": 1})
+    r.call("lookup_policy", {"topic": "refunds"}, "30 days").answer("Refunds are possible within 30 days.")
+    yield r.name, {"FM-2.1"}, r.end_invocation()
+    r = Run(f"{tag}-crashed-then-other-work")  # after the crash the new invocation does not redo anything
+    r.invoke().call(read, rargs, {"id": 1}).end_invocation("WorkerLostError")
+    r.invoke().call("lookup_policy", {"topic": "refunds"}, "30 days").answer("Refunds are possible within 30 days.")
+    yield r.name, set(), r.end_invocation()
     r = Run(f"{tag}-handoff-new-conversation")  # another agent takes over in its own conversation: no reset
     r.call(read, rargs, {"id": 1})
     r.agent, r.conversation = "billing-agent", f"{tag}-billing"

@@ -229,3 +229,18 @@ def test_detectors_leave_configured_agents_alone() -> None:
     assert set(classify(run).findings) == {"FM-3.2"}
     config = ProcessorConfig(detectors={"FM-3.2": {"skip_agents": ["batch-*"]}})
     assert not classify(run, config=config).findings
+
+
+def test_work_started_over_after_a_crash_is_a_reset_and_its_redone_calls_are_wasted() -> None:
+    run = Run("crash").invoke().call("get_order", {"id": 1}, {"id": 1}).call("get_policy", {"t": "refund"}, "30 days")
+    run.end_invocation("WorkerLostError").invoke().call("get_order", {"id": 1}, {"id": 1})
+    run.call("get_policy", {"t": "refund"}, "30 days").answer("Refunds are possible within 30 days.").end_invocation()
+    verdict = classify(run)
+    assert set(verdict.findings) == {"FM-2.1"}  # not step repetition: a fresh invocation redid the work
+    reset = verdict.findings["FM-2.1"]
+    assert [s.tool for s in reset.repeated] == ["get_order", "get_policy"] and len(reset.evidence) == 4
+    assert verdict.waste.repeated_steps == 2 and verdict.waste.tokens
+    # the same calls without the failure in between: one agent doing its lookups twice is no reset
+    twice = Run("twice").invoke().call("get_order", {"id": 1}, {"id": 1}).end_invocation()
+    twice.invoke().call("get_order", {"id": 1}, {"id": 1}).answer("Order 1.").end_invocation()
+    assert "FM-2.1" not in classify(twice).findings

@@ -1,8 +1,12 @@
 """FM-2.1 Conversation reset: the dialogue restarts mid-run and its progress is lost.
 
-Signals: an agent's prompt, after growing, falls back to the size of the conversation's first call and stays
-there (see FM-1.4, whose settings it shares; structure); an agent switches to a new conversation id and redoes
-a tool call it had already made in the previous one (structure)."""
+Signals (structure):
+- an agent's prompt, after growing, falls back to the size of the conversation's first call and stays there (see
+  FM-1.4, whose settings it shares);
+- an agent switches to a new conversation id and redoes a tool call it had already made in the previous one;
+- an agent invocation failed (a crashed worker, a limit) and a fresh invocation redoes its tool calls: the work
+  is started over. The redone calls are the finding's repeated steps (their spend is wasted; FM-1.3 leaves
+  them to this mode)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from .history_loss import HistoryLoss
 
 class ConversationReset(HistoryLoss):
     code = "FM-2.1"
-    kinds = frozenset({StepKind.LLM, StepKind.TOOL})
+    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.AGENT})
     resets = True
 
     def __init__(self, settings, trace, tools=None) -> None:
@@ -21,12 +25,35 @@ class ConversationReset(HistoryLoss):
         self.before: dict[str | None, dict[tuple, Step]] = {}  # agent -> calls made in earlier conversations
         self.current: dict[str | None, list[Step]] = {}  # compared only once the agent switched
         self.agent: str | None = None  # of the last model call: the one that asked for the next tool calls
+        self.calls_under: dict[bytes, list[Step]] = {}  # tool calls by parent span, until that invocation ends
+        self.failed_invocations: dict[bytes, Step] = {}
+        self.failed_calls: dict[tuple, Step] = {}  # calls made in invocations that failed
+        self.failed: Step | None = None  # the last invocation that failed having made calls
+        self.repeated: list[Step] = []  # calls redone after it (append-only: the processor accounts for them)
 
     def observe(self, step: Step) -> Finding | None:
+        if step.kind is StepKind.AGENT:  # ends after its calls (live), or starts before them (classified again)
+            calls = self.calls_under.pop(step.span_id, None)
+            if step.error:
+                self.failed_invocations[step.span_id] = step
+                for call in calls or ():
+                    self._failed_call(call, step)
+            return None
         if step.kind is StepKind.LLM:
             self._switch(step)
             return super().observe(step)
-        if self.found is not None or step.tool is None or step.args is None:
+        if step.tool is None or step.args is None:
+            return None
+        invocation = self.failed_invocations.get(step.parent_span_id)
+        if invocation is not None:
+            self._failed_call(step, invocation)
+            return None
+        if self.failed_calls:
+            redone = self._redone(step)
+            if redone is not None:
+                return redone
+        self.calls_under.setdefault(step.parent_span_id, []).append(step)
+        if self.found is not None:
             return None
         agent = self.agent
         before = self.before.get(agent)
@@ -38,6 +65,26 @@ class ConversationReset(HistoryLoss):
             return self.found
         self.current.setdefault(agent, []).append(step)
         return None
+
+    def _failed_call(self, call: Step, invocation: Step) -> None:
+        self.failed = invocation
+        self.failed_calls.setdefault((call.tool, call.args_key), call)
+
+    def _redone(self, step: Step) -> Finding | None:
+        """A call of a failed invocation, made again by a later one."""
+        earlier = self.failed_calls.get((step.tool, step.args_key))
+        failed = self.failed
+        if earlier is None or failed is None or step.parent_span_id == earlier.parent_span_id:
+            return None
+        self.repeated.append(step)
+        if self.found is not None and self.found.repeated is self.repeated:
+            self.found.evidence.append(step.span_id)
+        else:
+            self.found = Finding(self.code, 0.6, [failed.span_id, earlier.span_id, step.span_id],
+                                 f"{failed.agent or failed.name} failed ({failed.error_type}) and a fresh invocation "
+                                 f"started the work over, redoing {step.tool} with the same arguments", "structure",
+                                 self.repeated)
+        return self.found
 
     def _switch(self, step: Step) -> None:
         self.agent = step.agent

@@ -7,7 +7,8 @@ Signals, all incremental (constant work per step):
 - with arguments not captured: the same tool called `unknown_args_min_run` times in a row (low confidence;
   off by default: paging, polling and batch lookups look the same).
 Not repetition: tools matching `polling_tools`; up to `retry_limit` calls right after the same call
-failed (retries); a call whose captured result differs from the previous one (the world changed).
+failed (retries); a call whose captured result differs from the previous one (the world changed); work redone
+by a fresh agent invocation after the one before it failed (a restart: FM-2.1 accounts for it).
 """
 
 from __future__ import annotations
@@ -44,22 +45,28 @@ class StepRepetitionSettings(DetectorSettings):
 class StepRepetition(Detector):
     code = "FM-1.3"
     Settings = StepRepetitionSettings
-    kinds = frozenset({StepKind.TOOL, StepKind.LLM})
+    kinds = frozenset({StepKind.TOOL, StepKind.LLM, StepKind.AGENT})  # agent steps: invocations that failed
 
     def __init__(self, settings: StepRepetitionSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
         self.repeated: list[Step] = []  # append-only; the processor accounts for it incrementally
         self._repeated_ids: set[bytes] = set()
         self._evidence: dict[bytes, None] = {}
+        self._failed_invocations: set[bytes] = set()
+        self._parent: bytes | None = None  # of the last model or tool step
+        self._reasons: dict[str, tuple[float, str, str]] = {}  # signal -> (confidence, basis, reason)
+        self._start_over()
+
+    def _start_over(self) -> None:
+        """Forget the calls made so far (a fresh invocation of the agent restarted the work)."""
         self._calls: dict[tuple[str, str | int], list[Step]] = {}
         self._first_call: dict[str, Step | object] = {}
         self._sequence: list[Step] = []  # tool calls, in order
-        self._match_run = [0] * (settings.cycle_max_period + 1)
+        self._match_run = [0] * (self.settings.cycle_max_period + 1)
         self._outputs: dict[int, list[Step]] = {}
         self._last_tool: Step | None = None
         self._retries = 0
         self._run = 0
-        self._reasons: dict[str, tuple[float, str, str]] = {}  # signal -> (confidence, basis, reason)
 
     def _mark(self, steps: list[Step], evidence: list[Step]) -> None:
         for step in steps:
@@ -71,6 +78,14 @@ class StepRepetition(Detector):
                 self._evidence.setdefault(step.span_id, None)
 
     def observe(self, step: Step) -> Finding | None:
+        if step.kind is StepKind.AGENT:
+            if step.error:
+                self._failed_invocations.add(step.span_id)
+            return None
+        if step.parent_span_id != self._parent:
+            if self._parent in self._failed_invocations:
+                self._start_over()
+            self._parent = step.parent_span_id
         if step.kind is StepKind.TOOL and step.tool is not None:
             return self._observe_tool(step)
         if step.kind is StepKind.LLM and step.output_fingerprint is not None:
