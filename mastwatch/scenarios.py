@@ -311,7 +311,7 @@ def _code_changes(tag: str, *_: Any) -> Iterator[Built]:
     yield r.name, set(), r.answer("Retries are now 5; the retry tests pass.")
     r = Run(f"{tag}-data-file-written", agent="coding-agent")  # a written file is what it holds: nothing to run
     r.call("get_current_time", {"timezone": "UTC"}, {"datetime": "2026-05-20T08:00:00Z"})
-    r.call("write_file", {"path": "year.txt", "text": "2026"}, "ok")
+    r.call("write_file", {"path": "year.txt", "text": "2026"}, "wrote 4 bytes to year.txt")
     yield r.name, set(), r.answer("I wrote the year to year.txt.")
 
 

@@ -58,7 +58,7 @@ _LIMIT_TEXT = re.compile(
 # A state-changing call's result that only acknowledges the request: the new state is not shown yet.
 _ACKNOWLEDGED = re.compile(
     r"""^[\s"'\[{(]*+(accepted|queued|scheduled|submitted|initiated|in progress|pending|started|restarting|"""
-    r"""rolling out|triggered|request (received|sent|accepted)|"?status"?\s*:\s*"?(accepted|pending|"""
+    r"""rolling out|triggered|request (received|sent|accepted)|ok\W*$|"?status"?\s*:\s*"?(accepted|pending|"""
     r"""queued|in_progress|started))""", re.IGNORECASE)
 # A model saying it will change what it does next ("I will correct the syntax and try again").
 _STATED_CHANGE = re.compile(r"\b(i will|i'll|let me|let's|we will|we'll|i need to|i should)\b[^.]{0,60}\b(correct|fix|"
