@@ -68,6 +68,13 @@ class Trace:
             self.root = step
         self.last_seen = now
 
+    def agent(self) -> str | None:
+        """The run's agent as far as known: the root span's, else the first step naming one."""
+        root = self.root
+        if root is not None and root.agent:
+            return root.agent
+        return next((s.agent for s in self.steps if s.agent), None)
+
     def ordered_steps(self) -> list[Step]:
         return self.steps if self.in_order else sorted(self.steps, key=lambda s: (s.start_ns, s.end_ns))
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mastwatch.durations import Duration
 
 from .assemble import SHUTDOWN, Trace, TraceAssembler
-from .classify.engine import ClassifierEngine
+from .classify.engine import AgentDetectors, ClassifierEngine
 from .classify.modes import MODES, FailureMode
 from .classify.tools import ToolsConfig
 from .normalize import normalize_span
@@ -43,6 +43,8 @@ class ProcessorConfig(BaseModel):
     tick: Duration = Field(0.25, gt=0, description="how often completion is checked")
     detectors: dict[str, dict[str, Any]] = Field(default_factory=dict,
                                                  description="per failure-mode code: detector settings")
+    agents: list[AgentDetectors] = Field(default_factory=list,
+                                         description="detector settings for some agents, over `detectors`")
     tools: ToolsConfig = Field(default_factory=ToolsConfig, description="read-only vs state-changing tools")
 
 
@@ -120,7 +122,7 @@ class Processor:
         self.exporters = list(exporters)
         self.telemetry = telemetry = telemetry or NullTelemetry()
         self.engine = ClassifierEngine(config.detectors, on_detector_error=telemetry.detector_failed,
-                                       tools=config.tools)
+                                       tools=config.tools, agents=config.agents)
         self.pricer = Pricer()
         self.assembler = TraceAssembler(
             decision_wait=config.decision_wait, max_age=config.max_trace_age,
@@ -230,11 +232,8 @@ class Processor:
         """The trace's service and agent, fixed when first published so all its series agree."""
         if trace.emitted is None:
             root = trace.root
-            agent = root.agent if root is not None and root.agent else None
-            if agent is None:
-                agent = next((s.agent for s in trace.steps if s.agent), None)
             service = root.service if root is not None else trace.steps[0].service
-            trace.emitted = Published(service, agent or service)
+            trace.emitted = Published(service, trace.agent() or service)
         return trace.emitted
 
     def _increment(self, published: Published, findings: Iterable[Finding], waste: Waste) -> Increment:
@@ -320,4 +319,4 @@ class Processor:
             steps=len(trace.steps), llm_calls=len(trace.llm_steps), tool_calls=trace.tool_calls,
             input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=sum(cost.values()),
             findings=findings, waste=waste, completion=reason, tokens=tokens, cost=cost, unpriced_calls=unpriced,
-            not_assessed=self.engine.not_assessed)
+            not_assessed=self.engine.not_assessed_for(trace))

@@ -49,20 +49,23 @@ class Config(BaseModel):
 
 
 def _detectors(config: Config) -> None:
-    """Every `processor.detectors.<code>` names a detector and holds valid settings for it."""
+    """Every `processor.detectors.<code>` (and per agent) names a detector and holds valid settings for it."""
     from mastwatch.collector.classify.detectors import load_detectors
 
     available = load_detectors()
     problems = []
-    for code, settings in config.processor.detectors.items():
-        where = f"processor.detectors.{code}"
-        if code not in available:
-            problems.append(f"  {where}: no detector for this failure mode; detectors: {sorted(available)}")
-            continue
-        try:
-            available[code].Settings.model_validate(settings or {})
-        except ValidationError as e:
-            problems += _problems(e, where)
+    sections = [("processor.detectors", config.processor.detectors)] + [
+        (f"processor.agents[{i}].detectors", a.detectors) for i, a in enumerate(config.processor.agents)]
+    for section, detectors in sections:
+        for code, settings in detectors.items():
+            where = f"{section}.{code}"
+            if code not in available:
+                problems.append(f"  {where}: no detector for this failure mode; detectors: {sorted(available)}")
+                continue
+            try:
+                available[code].Settings.model_validate(settings or {})
+            except ValidationError as e:
+                problems += _problems(e, where)
     if problems:
         raise ConfigError("invalid configuration:\n" + "\n".join(problems))
 

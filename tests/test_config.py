@@ -80,6 +80,11 @@ def test_bad_durations(bad: object) -> None:
     ({"processor": {"detectors": {"FM-9.9": {}}}}, "processor.detectors.FM-9.9"),
     ({"processor": {"detectors": {"FM-1.3": {"min_occurrences": 1}}}}, "processor.detectors.FM-1.3.min_occurrences"),
     ({"processor": {"detectors": {"FM-1.3": {"no_such_setting": 1}}}}, "processor.detectors.FM-1.3.no_such_setting"),
+    ({"processor": {"agents": [{"match": ["batch-*"], "detectors": {"FM-1.3": {"min_occurrences": 0}}}]}},
+     "processor.agents[0].detectors.FM-1.3.min_occurrences"),
+    ({"processor": {"agents": [{"match": ["batch-*"], "detectors": {"FM-9.9": {}}}]}},
+     "processor.agents[0].detectors.FM-9.9"),
+    ({"processor": {"agents": [{"match": [], "detectors": {}}]}}, "processor.agents.0.match"),
     ({"receiver": {"http": {"endpoint": "localhost"}}}, "receiver.http.endpoint"),
     ({"exporters": {"prometheus": {"endpoint": "0.0.0.0:99999"}}}, "exporters.prometheus.endpoint"),
 ])

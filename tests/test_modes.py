@@ -6,12 +6,14 @@ from __future__ import annotations
 import pytest
 
 from mastwatch.collector.assemble import END_OF_INPUT, Trace
-from mastwatch.collector.classify.engine import ClassifierEngine
+from mastwatch.collector.classify.engine import AgentDetectors, ClassifierEngine
 from mastwatch.collector.classify.modes import MODES
 from mastwatch.collector.classify.tools import ToolClassifier, ToolEffect, ToolsConfig
+from mastwatch.collector.content import Content
 from mastwatch.collector.normalize.limits import limit_hit
 from mastwatch.collector.processor import Processor, ProcessorConfig
 from mastwatch.collector.receiver.decode import records
+from mastwatch.collector.steps import Step, StepKind
 from mastwatch.collector.verdict import Verdict
 from mastwatch.evaluate import without_content
 from mastwatch.scenarios import Run, scenarios
@@ -244,3 +246,39 @@ def test_work_started_over_after_a_crash_is_a_reset_and_its_redone_calls_are_was
     twice = Run("twice").invoke().call("get_order", {"id": 1}, {"id": 1}).end_invocation()
     twice.invoke().call("get_order", {"id": 1}, {"id": 1}).answer("Order 1.").end_invocation()
     assert "FM-2.1" not in classify(twice).findings
+
+
+def test_agents_get_settings_of_their_own() -> None:
+    config = ProcessorConfig(detectors={"FM-1.3": {"polling_tools": ["wait_*"]}}, agents=[
+        {"match": ["batch-*"], "detectors": {"FM-1.3": {"min_occurrences": 5}}},
+        {"match": ["triage-*"], "detectors": {"FM-1.2": {"enabled": True, "roles": {"triage-*": ["get_*"]}}}}])
+
+    def looping(agent: str) -> Run:
+        run = Run(f"loop-{agent}", agent=agent)
+        for _ in range(3):
+            run.call("get_queue", {"q": "jobs"}, {"depth": 9})
+        return run.answer("The queue holds 9 jobs.")
+
+    assert "FM-1.3" in classify(looping("sre-bot"), config=config).findings
+    assert "FM-1.3" not in classify(looping("batch-nightly"), config=config).findings  # 5 calls for batch agents
+    triage = classify(looping("triage-1").call("update_ticket", {"id": 1}, {"id": 1}), config=config)
+    assert "FM-1.2" in triage.findings and "FM-1.2" not in triage.not_assessed
+    assert "FM-1.2" in classify(looping("sre-bot"), config=config).not_assessed
+
+
+def test_the_root_spans_agent_settles_the_settings() -> None:
+    """Steps that name no agent are classified with the service's settings until the root names the agent."""
+    engine = ClassifierEngine(agents=[AgentDetectors(match=["batch-*"],
+                                                     detectors={"FM-1.3": {"min_occurrences": 5}})])
+    trace = Trace(b"\x07" * 16, 0.0, 0.0)
+    live = []
+    for n in range(1, 4):
+        step = Step(trace.trace_id, n.to_bytes(8, "big"), b"\x01" * 8, StepKind.TOOL, "t", n, n + 1, "svc",
+                    tool="get_queue", args=Content({"q": "jobs"}))
+        trace.add(step, 0.0)
+        live += engine.observe(trace, step)
+    assert [f.code for f in live] == ["FM-1.3"]  # live, with the defaults: the agent is not known yet
+    root = Step(trace.trace_id, b"\x01" * 8, b"", StepKind.AGENT, "invoke_agent", 0, 9, "svc", agent="batch-7")
+    trace.add(root, 0.0)
+    engine.observe(trace, root)
+    assert engine.finish(trace) == {}  # classified again with the batch agents' settings

@@ -1,13 +1,19 @@
 """Runs the detector plugins over each trace, isolating failures: a detector that raises is logged,
-counted and switched off for that trace; the others and the pipeline go on."""
+counted and switched off for that trace; the others and the pipeline go on.
+
+Detector settings may differ per agent (`AgentDetectors`). A run's agent is its root span's, else the first
+step naming one, else its service; until the root arrives that is provisional, and when the root names an
+agent with other settings the trace is classified again from its first step with them."""
 
 from __future__ import annotations
 
 import fnmatch
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..assemble import Trace
 from ..steps import Finding, Step, StepKind
@@ -19,39 +25,97 @@ from .tools import ToolClassifier, ToolsConfig
 log = logging.getLogger(__name__)
 
 
+class AgentDetectors(BaseModel):
+    """`processor.agents[]`: detector settings for the agents matching `match`, over `processor.detectors`."""
+
+    model_config = ConfigDict(extra="forbid")
+    match: list[str] = Field(min_length=1, description="glob patterns of agent names (the service when none)")
+    detectors: dict[str, dict[str, Any]] = Field(default_factory=dict,
+                                                 description="per failure-mode code: settings that differ")
+
+
 @dataclass(slots=True)
 class TraceFindings:
     """The classifier's state for one trace."""
 
     detectors: list[Detector]
     by_kind: dict[StepKind, list[Detector]]  # the detectors each kind of step goes to, in order
+    profile: int  # index into the engine's agent settings, -1 for the defaults
+    settled: bool  # the profile was chosen from the root span's agent (else it may change when the root comes)
     findings: dict[str, Finding] = field(default_factory=dict)
 
 
 class ClassifierEngine:
     def __init__(self, settings: dict[str, Any] | None = None,
-                 on_detector_error: Callable[[str], None] | None = None, tools: ToolsConfig | None = None) -> None:
+                 on_detector_error: Callable[[str], None] | None = None, tools: ToolsConfig | None = None,
+                 agents: Sequence[AgentDetectors] = ()) -> None:
         """`settings` maps a failure-mode code to that detector's settings (a mapping or its model)."""
         settings = settings or {}
         self.available = load_detectors()
+        self.detectors = self._enabled(settings)
+        self.agents: list[tuple[tuple[str, ...], list[tuple[type[Detector], DetectorSettings]]]] = []
+        for a in agents:
+            merged = dict(settings)
+            for code, values in a.detectors.items():
+                merged[code] = {**_plain(settings.get(code)), **values}
+            self.agents.append((tuple(a.match), self._enabled(merged)))
+        self.on_detector_error = on_detector_error or (lambda code: None)
+        self.kinds = frozenset().union(*(cls.kinds for profile in (self.detectors, *(d for _, d in self.agents))
+                                         for cls, _ in profile))  # steps any detector wants
+        self.tools = ToolClassifier(tools)
+        self.not_assessed = self._not_assessed(self.detectors)  # no enabled detector for these, by default
+
+    def _enabled(self, settings: dict[str, Any]) -> list[tuple[type[Detector], DetectorSettings]]:
         unknown = set(settings) - set(self.available)
         if unknown:
             raise ValueError(f"no detector for {sorted(unknown)}; detectors: {sorted(self.available)}")
-        self.detectors: list[tuple[type[Detector], DetectorSettings]] = []
+        enabled = []
         for code, cls in self.available.items():
             value = settings.get(code) or {}
             parsed = value if isinstance(value, cls.Settings) else cls.Settings.model_validate(value)
             if parsed.enabled:
-                self.detectors.append((cls, parsed))
-        self.on_detector_error = on_detector_error or (lambda code: None)
-        self.kinds = frozenset().union(*(cls.kinds for cls, _ in self.detectors))  # steps any detector wants
-        self.tools = ToolClassifier(tools)
-        assessed = {cls.code for cls, _ in self.detectors}
-        self.not_assessed = [code for code in MODES if code not in assessed]  # no enabled detector for these
+                enabled.append((cls, parsed))
+        return enabled
 
-    def _start(self, trace: Trace) -> TraceFindings:
-        detectors = [cls(s, trace, self.tools) for cls, s in self.detectors]
-        return TraceFindings(detectors, {kind: [d for d in detectors if kind in d.kinds] for kind in StepKind})
+    @staticmethod
+    def _not_assessed(detectors: list[tuple[type[Detector], DetectorSettings]]) -> list[str]:
+        assessed = {cls.code for cls, _ in detectors}
+        return [code for code in MODES if code not in assessed]
+
+    def not_assessed_for(self, trace: Trace) -> list[str]:
+        """The modes no detector looked for in this trace (its agent's settings may enable more)."""
+        state: TraceFindings | None = trace.classifier
+        if state is None or state.profile < 0:
+            return self.not_assessed
+        return self._not_assessed(self.agents[state.profile][1])
+
+    def _profile(self, trace: Trace, step: Step | None) -> tuple[int, bool]:
+        """The agent settings a trace gets (-1: the defaults), and whether the root span settled it."""
+        if not self.agents:
+            return -1, True
+        agent = trace.agent() or (step.service if step is not None else trace.steps[0].service)
+        for i, (patterns, _) in enumerate(self.agents):
+            if any(fnmatch.fnmatchcase(agent, p) for p in patterns):
+                return i, trace.root is not None
+        return -1, trace.root is not None
+
+    def _start(self, trace: Trace, step: Step | None) -> TraceFindings:
+        profile, settled = self._profile(trace, step)
+        return self._new(trace, profile, settled)
+
+    def _new(self, trace: Trace, profile: int, settled: bool) -> TraceFindings:
+        enabled = self.detectors if profile < 0 else self.agents[profile][1]
+        detectors = [cls(s, trace, self.tools) for cls, s in enabled]
+        return TraceFindings(detectors, {kind: [d for d in detectors if kind in d.kinds] for kind in StepKind},
+                             profile, settled)
+
+    def _again(self, trace: Trace, profile: int, settled: bool) -> TraceFindings:
+        """Classify the trace's steps so far again, from the first, with the detectors of `profile`."""
+        state = trace.classifier = self._new(trace, profile, settled)
+        for step in trace.ordered_steps():
+            if step.kind in self.kinds:
+                self._feed(state, step)
+        return state
 
     @staticmethod
     def _skipped(detector: Detector, step: Step | None) -> bool:
@@ -59,11 +123,7 @@ class ClassifierEngine:
         patterns = detector.settings.skip_agents
         if not patterns:
             return False
-        trace = detector.trace
-        agent = trace.root.agent if trace.root is not None and trace.root.agent else None
-        if agent is None:
-            agent = step.agent if step is not None and step.agent else next((s.agent for s in trace.steps if s.agent),
-                                                                              None)
+        agent = detector.trace.agent()
         return agent is not None and any(fnmatch.fnmatchcase(agent, p) for p in patterns)
 
     def _switch_off(self, state: TraceFindings, failed: list[Detector]) -> None:
@@ -94,20 +154,24 @@ class ClassifierEngine:
 
     def observe(self, trace: Trace, step: Step) -> list[Finding] | tuple[()]:
         """Feed one step; returns the findings that are new or changed."""
+        state: TraceFindings = trace.classifier
+        if state is not None and not state.settled and (step.agent or step.is_root):
+            profile, settled = self._profile(trace, step)
+            if profile != state.profile:  # the run's agent has settings of its own
+                return list(self._again(trace, profile, settled).findings.values())
+            state.settled = settled
         if step.kind not in self.kinds:
             return ()
-        state: TraceFindings = trace.classifier
         if state is None:
-            state = trace.classifier = self._start(trace)
+            state = trace.classifier = self._start(trace, step)
         return self._feed(state, step)
 
     def finish(self, trace: Trace) -> dict[str, Finding]:
         """Final findings. Steps that arrived out of start order are classified again, in order."""
-        state: TraceFindings = trace.classifier or self._start(trace)
-        if not trace.in_order:
-            state = self._start(trace)
-            for step in trace.ordered_steps():
-                self._feed(state, step)
+        state: TraceFindings = trace.classifier or self._start(trace, None)
+        profile, _ = self._profile(trace, None)
+        if not trace.in_order or profile != state.profile:
+            state = self._again(trace, profile, True)
         findings: dict[str, Finding] = {}
         failed: list[Detector] = []
         for detector in state.detectors:
@@ -122,3 +186,10 @@ class ClassifierEngine:
         self._switch_off(state, failed)
         trace.classifier = state
         return findings
+
+
+def _plain(settings: Any) -> dict[str, Any]:
+    """Detector settings as a mapping (they may be given as their model)."""
+    if settings is None:
+        return {}
+    return settings.model_dump(exclude_unset=True) if isinstance(settings, BaseModel) else dict(settings)
