@@ -265,6 +265,20 @@ utf8_valid(cptr s, Py_ssize_t n)
     }
 }
 
+/* A string field's payload (after its tag): its length, then that many bytes of valid UTF-8 (*s, *n). */
+static cptr
+rd_str(cptr p, cptr end, cptr *s, Py_ssize_t *n)
+{
+    if (!(p = rd_len(p, end, n))) {
+        return NULL;
+    }
+    if (!utf8_valid(p, *n)) {
+        return fail("invalid UTF-8 in a string field");
+    }
+    *s = p;
+    return p + *n;
+}
+
 /* ---------------------------------------------------------------- skipping ---- */
 
 static cptr skip_group(Dec *d, cptr p, cptr end, uint32_t fn);
@@ -1105,16 +1119,9 @@ parse_event(Dec *d, PyObject **exc, cptr p, cptr end)
             goto error;
         }
         if (tag == ((2 << 3) | 2)) { /* name */
-            if (!(p = rd_len(p, end, &n))) {
+            if (!(p = rd_str(p, end, &name, &namelen))) {
                 goto error;
             }
-            if (!utf8_valid(p, n)) {
-                fail("invalid UTF-8 in a string field");
-                goto error;
-            }
-            name = p;
-            namelen = n;
-            p += n;
         }
         else if (tag == ((3 << 3) | 2)) { /* attributes */
             cptr key;
@@ -1269,16 +1276,13 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
             span_len = n;
             p += n;
             break;
-        case (3 << 3) | 2: /* trace_state */
-            if (!(p = rd_len(p, end, &n))) {
+        case (3 << 3) | 2: { /* trace_state */
+            cptr s;
+            if (!(p = rd_str(p, end, &s, &n))) {
                 goto error;
             }
-            if (!utf8_valid(p, n)) {
-                fail("invalid UTF-8 in a string field");
-                goto error;
-            }
-            p += n;
             break;
+        }
         case (4 << 3) | 2:
             if (!(p = rd_len(p, end, &n))) {
                 goto error;
@@ -1356,17 +1360,9 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
                     code = (int32_t)(uint32_t)v;
                 }
                 else if (t2 == ((2 << 3) | 2)) {
-                    Py_ssize_t m;
-                    if (!(q = rd_len(q, qend, &m))) {
+                    if (!(q = rd_str(q, qend, &status_msg, &status_msg_len))) {
                         goto error;
                     }
-                    if (!utf8_valid(q, m)) {
-                        fail("invalid UTF-8 in a string field");
-                        goto error;
-                    }
-                    status_msg = q;
-                    status_msg_len = m;
-                    q += m;
                 }
                 else if (!(q = skip_field(d, q, qend, t2))) {
                     goto error;
@@ -1470,14 +1466,10 @@ parse_scope_spans(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
             p += n;
         }
         else if (tag == ((3 << 3) | 2)) { /* schema_url */
-            if (!(p = rd_len(p, end, &n))) {
+            cptr s;
+            if (!(p = rd_str(p, end, &s, &n))) {
                 return -1;
             }
-            if (!utf8_valid(p, n)) {
-                fail("invalid UTF-8 in a string field");
-                return -1;
-            }
-            p += n;
         }
         else if (!(p = skip_field(d, p, end, tag))) {
             return -1;
@@ -1517,14 +1509,10 @@ parse_resource_spans(Dec *d, Out *out, cptr p, cptr end)
             p += n;
         }
         else if (tag == ((3 << 3) | 2)) { /* schema_url */
-            if (!(p = rd_len(p, end, &n))) {
+            cptr s;
+            if (!(p = rd_str(p, end, &s, &n))) {
                 goto error;
             }
-            if (!utf8_valid(p, n)) {
-                fail("invalid UTF-8 in a string field");
-                goto error;
-            }
-            p += n;
         }
         else if (!(p = skip_field(d, p, end, tag))) {
             goto error;
