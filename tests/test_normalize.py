@@ -172,6 +172,8 @@ def test_exception_event_gives_the_error_type_and_message() -> None:
     assert (langfuse.error, langfuse.error_type, langfuse.error_message) == (True, "KeyError", "KeyError: 'id'")
     status_only = raised_step("execute_tool update_order", TOOL, [], ERROR, "upstream timed out")
     assert (status_only.error_type, status_only.error_message) == ("_OTHER", "upstream timed out")
+    assert raised_step("execute_tool update_order", TOOL, [{"exception.type": ""}], ERROR).error_type == "_OTHER"
+    assert not raised_step("execute_tool update_order", TOOL, [{"exception.type": ""}]).error
     plain = raised_step("anything", {}, [{"exception.type": "OSError", "exception.message": "disk full"}], ERROR)
     assert (plain.kind, plain.error, plain.error_type, plain.error_message) == (
         StepKind.OTHER, True, "OSError", "disk full")

@@ -79,7 +79,7 @@ def _readers(keys: tuple[str, ...]) -> tuple[Any, ...]:
 def _failure(step: Step, attrs: dict[str, Any], status_error: bool, error_type: str | None) -> None:
     """The step's error, error type, message and limit hit, from its status, its convention's error type and its
     exception (see the module docstring)."""
-    exception = attrs.get(EXCEPTION_TYPE)
+    exception = attrs.get(EXCEPTION_TYPE) or None  # an empty type is none
     failed = status_error or error_type is not None
     if exception is not None and (error_type is None or error_type == OTHER_ERROR):
         escaped = attrs.get(EXCEPTION_ESCAPED)
