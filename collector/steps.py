@@ -39,7 +39,9 @@ class Step:
     output_preview: str | None = None
     error: bool = False
     error_type: str | None = None
-    limit: str | None = None  # a framework's iteration / recursion / turn limit this step hit (its error type)
+    error_message: str | None = None  # the failure's text: its exception message, else its status description
+    limit: str | None = None  # a framework's iteration / recursion / turn limit this step hit (its error type or
+    # the message naming the limit)
     finish_reasons: tuple[str, ...] = ()
     input_tokens: int = 0  # all input tokens, cache reads and writes included
     output_tokens: int = 0

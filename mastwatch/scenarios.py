@@ -2,8 +2,9 @@
 
 Each run is one OTLP trace as an OpenTelemetry GenAI instrumentation emits it (v1.41 names: an `invoke_agent`
 root, `chat` model calls, `execute_tool` tool calls), with content attributes present (eval strips them for
-`--content off`). Every mode the structural detectors cover has positive variants and look-alike negatives:
-polling, retries after an error, confirmations, legitimate re-reads, long but healthy runs.
+`--content off`). Failures carry `error.type`, or only the exception event and ERROR status the OpenTelemetry SDK
+records when an exception leaves a span (`raised`). Every mode the structural detectors cover has positive variants
+and look-alike negatives: polling, retries after an error, confirmations, legitimate re-reads, long but healthy runs.
 """
 
 from __future__ import annotations
@@ -29,6 +30,18 @@ class Scenario:
     name: str
     modes: frozenset[str]
     request: ExportTraceServiceRequest
+
+
+def raised(error_type: str, message: str) -> tuple[list[Span.Event], Status]:
+    """What the OpenTelemetry Python SDK records on a span an exception leaves (`start_as_current_span`): an
+    `exception` event (type, message, stack trace, escaped as the string "False") and status ERROR described
+    as "Type: message"."""
+    name = error_type.rpartition(".")[2]
+    event = Span.Event(name="exception", attributes=[KeyValue(key=k, value=AnyValue(string_value=v)) for k, v in (
+        ("exception.type", error_type), ("exception.message", message),
+        ("exception.stacktrace", f"Traceback (most recent call last):\n  ...\n{error_type}: {message}\n"),
+        ("exception.escaped", "False"))])
+    return [event], Status(code=ERROR, message=f"{name}: {message}")
 
 
 def _value(v: Any) -> AnyValue:
@@ -66,6 +79,7 @@ class Run:
         self.prompt = 800  # input tokens of the next model call: the history grows
         self.root_attrs: dict[str, Any] = {}
         self.root_status: Status | None = None
+        self.root_events: list[Span.Event] = []
         self.conversation = name
         self.invocation: tuple[bytes, int] | None = None  # (span id, start) of the agent invocation open now
 
@@ -74,7 +88,7 @@ class Run:
         return hashlib.sha256(self.trace_id + self._n.to_bytes(4, "big")).digest()[:8]
 
     def _span(self, name: str, kind: int, attrs: dict[str, Any], ms: int, status: Status | None = None,
-              parent: bytes | None = None) -> None:
+              parent: bytes | None = None, events: list[Span.Event] | None = None) -> None:
         start = self.clock
         self.clock += ms * MS
         if parent is None:
@@ -82,7 +96,7 @@ class Run:
         self.spans.append(Span(trace_id=self.trace_id, span_id=self._id(), parent_span_id=parent,
                                name=name, kind=kind, start_time_unix_nano=start, end_time_unix_nano=self.clock,
                                attributes=[KeyValue(key=k, value=_value(v)) for k, v in attrs.items() if v is not None],
-                               status=status or Status()))
+                               status=status or Status(), events=events))
         self.clock += 5 * MS
 
     def llm(self, text: str = "", calls: list[tuple[str, Any]] | tuple = (), *, agent: str | None = None,
@@ -103,13 +117,16 @@ class Run:
         return self
 
     def tool(self, name: str, args: Any, result: Any = "ok", *, error: str | None = None,
-             agent: str | None = None) -> Run:
+             exception: tuple[str, str] | None = None, agent: str | None = None) -> Run:
+        """A tool execution; it fails with `error` (error.type and status ERROR), or with `exception` (type,
+        message) raised out of it (`raised`: no result, no error attribute)."""
         attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.type": "function",
                  "gen_ai.agent.name": agent or self.agent, "gen_ai.tool.call.arguments": args,
-                 "gen_ai.tool.call.result": result, "error.type": error}
-        self._span(f"execute_tool {name}", Span.SpanKind.SPAN_KIND_INTERNAL, attrs, 200,
-                   Status(code=ERROR, message=error) if error else None)
-        self.prompt += _tokens(result) + FRAMING_TOKENS  # the next model call reads the result
+                 "gen_ai.tool.call.result": None if exception else result, "error.type": error}
+        events, status = raised(*exception) if exception else (None, Status(code=ERROR, message=error) if error
+                                                                else None)
+        self._span(f"execute_tool {name}", Span.SpanKind.SPAN_KIND_INTERNAL, attrs, 200, status, events=events)
+        self.prompt += _tokens(exception or result) + FRAMING_TOKENS  # the next model call reads the result
         return self
 
     def call(self, name: str, args: Any, result: Any = "ok", text: str = "", **kw: Any) -> Run:
@@ -141,6 +158,11 @@ class Run:
         self.root_status = Status(code=ERROR, message=error_type)
         return self
 
+    def raise_root(self, error_type: str, message: str) -> Run:
+        """The run ends with an exception raised out of its root span (`raised`: no error attribute)."""
+        self.root_events, self.root_status = raised(error_type, message)
+        return self
+
     def request(self) -> ExportTraceServiceRequest:
         root = Span(trace_id=self.trace_id, span_id=self.root_id, name=f"invoke_agent {self.agent}",
                     kind=Span.SpanKind.SPAN_KIND_INTERNAL, start_time_unix_nano=START_NS - MS,
@@ -149,7 +171,7 @@ class Run:
                         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": self.agent,
                         "gen_ai.provider.name": "openai", "gen_ai.request.model": self.model,
                         **self.root_attrs}.items()],
-                    status=self.root_status or Status())
+                    status=self.root_status or Status(), events=self.root_events)
         resource = Resource(attributes=[KeyValue(key="service.name", value=_value("scenario-" + self.agent))])
         scope = ScopeSpans(scope=InstrumentationScope(name="scenarios"), spans=[root, *self.spans])
         return ExportTraceServiceRequest(resource_spans=[ResourceSpans(resource=resource, scope_spans=[scope])])
@@ -208,6 +230,16 @@ def _termination(tag: str, read: str, rargs: Any, *_: Any) -> Iterator[Built]:
         for i in range(6):
             r.call(read, {**rargs, "try": i}, {"id": 1, "status": "open"})
         yield r.name, {"FM-1.5"}, r.fail_root(error)
+    r = Run(f"{tag}-langgraph-limit-raised")  # the limit error recorded only as the exception leaving the run
+    for i in range(6):
+        r.call(read, {**rargs, "try": i}, {"id": 1, "status": "open"})
+    yield r.name, {"FM-1.5"}, r.raise_root("langgraph.errors.GraphRecursionError", "Recursion limit of 25 reached "
+                                           "without hitting a stop condition. You can increase the limit by setting "
+                                           "the `recursion_limit` config key.")
+    r = Run(f"{tag}-llamaindex-limit-raised")  # a limit raised under a plain type: its message names it
+    for i in range(5):
+        r.call(read, {**rargs, "try": i}, {"id": 1, "status": "open"})
+    yield r.name, {"FM-1.5"}, r.raise_root("ValueError", "Reached max iterations.")
     r = Run(f"{tag}-crewai-limit-text")
     for i in range(5):
         r.call(read, {**rargs, "try": i}, {"id": 1, "status": "open"})
@@ -215,6 +247,10 @@ def _termination(tag: str, read: str, rargs: Any, *_: Any) -> Iterator[Built]:
     r = Run(f"{tag}-other-exception")  # an ordinary failure of the run is not a limit
     r.call(read, rargs, {"id": 1})
     r.fail_root("ValueError")
+    yield r.name, set(), r.answer("Here is the record.")
+    r = Run(f"{tag}-other-exception-raised")
+    r.call(read, rargs, {"id": 1}).call(read, {**rargs, "max_results": 5}, {"id": 1})
+    r.raise_root("ValueError", "invalid literal for int() with base 10: 'W1001'")
     yield r.name, set(), r.answer("Here is the record.")
 
 
@@ -267,6 +303,13 @@ def _endings(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str
     r = Run(f"{tag}-logs-read-failed")  # the log read itself failed, and the run stopped there
     r.call("get_pod_logs", {"pod": f"{tag}-api-1"}, 'Error from server (NotFound): pods "api-1" not found')
     yield r.name, {"FM-3.1"}, r.answer("The pod has no logs to show.")
+    r = Run(f"{tag}-gives-up-after-unavailable-raised")  # transient by its exception message only
+    r.call(read, rargs, {"id": 1}).call(write, wargs, exception=(
+        "requests.exceptions.HTTPError", "503 Server Error: Service Unavailable for url: https://orders.internal/v1"))
+    yield r.name, {"FM-3.1"}, r.answer("Sorry, I cannot complete it right now.")
+    r = Run(f"{tag}-refused-explained-raised")  # refused for good, by its exception: the user told why
+    r.call(read, rargs, {"id": 1}).call(write, wargs, exception=("app.errors.NotAllowed", "already delivered"))
+    yield r.name, set(), r.answer("Sorry, it was already delivered, so it cannot be changed; a return is possible.")
 
 
 def _verification(tag: str, *_: Any) -> Iterator[Built]:

@@ -11,6 +11,10 @@ Span attributes nobody reads (decode.UNREAD_KEYS / UNREAD_PREFIXES) are left out
 decoder only checks their bytes, so refusals stay identical (pinned below, and by the fuzz, whose strings
 include such keys). A test fails if a normaliser names one of them.
 
+Both add the status message and the last exception event's exception.type / .message / .escaped to the
+attributes (decode.py's docstring); the C decoder makes values of those three event attributes only, so the
+wire forms of events (names after attributes, keys given twice, merged values) are pinned below too.
+
 `python -m tests.test_decode` prints the per-span timing of both paths over the corpus, and of the C decoder
 with and without leaving out unread attributes on spans carrying a 50 kB gen_ai.input.messages.
 """
@@ -43,7 +47,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 from mastwatch.collector import normalize as normalize_pkg
-from mastwatch.collector.content import Content
+from mastwatch.collector.content import PREVIEW_CHARS, Content
 from mastwatch.collector.normalize import normalize_span
 from mastwatch.collector.receiver import decode as decode_mod
 from mastwatch.collector.receiver.decode import UNREAD_KEYS, UNREAD_PREFIXES, SpanRecord, decode, decode_python
@@ -383,6 +387,129 @@ def test_empty_and_degenerate_requests() -> None:
     assert decode(b"") == ([], 0)
 
 
+# --- the status message and exception events, added to the attributes -----------------------------
+
+
+def exc_event(name: str = "exception", **attrs: AnyValue) -> bytes:
+    """A Span.Event field (11) named `name` with the given attributes (keys with "_" for ".")."""
+    return ld(11, ser(Span.Event(time_unix_nano=5, name=name, attributes=[
+        KeyValue(key=k.replace("_", "."), value=v) for k, v in attrs.items()])))
+
+
+def sv(text: str) -> AnyValue:
+    return AnyValue(string_value=text)
+
+
+def added(data: bytes) -> list[dict[str, Any]]:
+    """Each span's attributes, the same from both decoders."""
+    assert_same(data, expect_error=False)
+    return [r.attributes for r in decode(data).spans]
+
+
+def test_status_message_and_last_exception_event_are_added() -> None:
+    sdk = exc_event(exception_type=sv("TimeoutError"), exception_message=sv("upstream timed out"),
+                    exception_stacktrace=sv("Traceback (most recent call last):\n" * 50),
+                    exception_escaped=sv("False"))  # as opentelemetry-sdk's record_exception writes it
+    status = ld(15, ser(Status(code=2, message="TimeoutError: upstream timed out")))
+    assert added(request(span_bytes(ld(9, kv("k", sv("v"))) + sdk + status))) == [{
+        "k": "v", "exception.type": "TimeoutError", "exception.message": "upstream timed out",
+        "exception.escaped": "False", "otel.status_description": "TimeoutError: upstream timed out"}]
+    # the last exception event counts, whole: what it lacks is not taken from an earlier one
+    first = exc_event(exception_type=sv("A"), exception_message=sv("first"))
+    assert added(request(span_bytes(first + exc_event(exception_type=sv("B")) + exc_event("log", x=sv("y"))))) == [
+        {"exception.type": "B"}]
+    # events of other names, and exception attributes of the span itself, are left as they are
+    assert added(request(span_bytes(exc_event("retry", exception_type=sv("X"))))) == [{}]
+    own = ld(9, kv("exception.type", sv("Own"))) + ld(9, kv("exception.message"))  # the span's, even unset
+    assert added(request(span_bytes(sdk + own + ld(15, ser(Status(message="m")))))) == [{
+        "exception.type": "Own", "exception.message": None, "exception.escaped": "False",
+        "otel.status_description": "m"}]
+    assert added(request(span_bytes(ld(9, kv("otel.status_description", AnyValue(int_value=3))) + status))) == [
+        {"otel.status_description": 3}]
+    assert added(request(span_bytes(ld(15, ser(Status(code=2)))))) == [{}]  # no message, nothing added
+    # strings and booleans only
+    typed = exc_event(exception_type=AnyValue(int_value=7), exception_message=VALUES[23],  # an array
+                      exception_escaped=AnyValue(bool_value=True))
+    assert added(request(span_bytes(typed))) == [{"exception.escaped": True}]
+    for value in VALUES:
+        assert_same(request(span_bytes(exc_event(exception_type=value, exception_message=value,
+                                                 exception_escaped=value))), expect_error=False)
+
+
+def test_added_strings_are_cut_to_the_preview_length() -> None:
+    for lead in (PREVIEW_CHARS - 2, PREVIEW_CHARS - 1, PREVIEW_CHARS, PREVIEW_CHARS + 1):
+        for char in ("a", "é", "✓", "🦀"):
+            text = "x" * lead + char * 3 + "tail" * 1000
+            (attrs,) = added(request(span_bytes(exc_event(exception_message=sv(text)) + ld(15, ld(2, text.encode())))))
+            assert attrs == {"exception.message": text[:PREVIEW_CHARS], "otel.status_description": text[:PREVIEW_CHARS]}
+    with unread_kept():  # the length is the C decoder's setting
+        decode_mod._configure_c((), (), 3)
+        assert decode(request(span_bytes(ld(15, ld(2, "日本語です".encode()))))).spans[0].attributes == {
+            "otel.status_description": "日本語"}
+
+
+def test_wire_forms_of_events_and_status() -> None:
+    t, m = b"exception.type", b"exception.message"
+    v1, v2 = ld(2, ser(sv("one"))), ld(2, ser(sv("two")))
+    events = [
+        ld(2, b"exception") + ld(3, ld(1, t) + v1) + ld(3, ld(1, t) + v2),  # an attribute twice: the last wins
+        ld(3, ld(1, t) + v1) + ld(2, b"exception"),                            # the name after the attributes
+        ld(2, b"exception") + ld(3, ld(1, t) + v1) + ld(2, b"log"),            # renamed: not an exception
+        ld(2, b"log") + ld(3, ld(1, t) + v1) + ld(2, b"exception"),
+        ld(2, b"exception") + ld(3, v1 + ld(1, t)),                            # the value before the key
+        ld(2, b"exception") + ld(3, ld(1, t) + v1 + ld(1, b"k")),              # the last key counts
+        ld(2, b"exception") + ld(3, ld(1, b"k") + v1 + ld(1, m)),
+        ld(2, b"exception") + ld(3, ld(1, t) + v1 + ld(1, U)),
+        ld(2, b"exception") + ld(3, ld(1, t) + v1 + ld(2, ser(AnyValue(int_value=1)))),  # merged: an int
+        ld(2, b"exception") + ld(3, ld(1, t) + ld(2, ser(AnyValue(int_value=1))) + v2),
+        ld(2, b"exception") + ld(3, ld(1, t) + ld(2, ser(sv("a")) + ser(sv("b")))),
+        ld(2, b"exception") + ld(3, ld(1, t)),                                  # no value: None, not added
+        ld(2, b"exception") + ld(3, ld(1, t) + v1) + ld(3, ld(1, t)),
+        ld(2, b"exceptions") + ld(3, ld(1, t) + v1),
+        ld(2, b"Exception") + ld(3, ld(1, t) + v1),
+        ld(2, b"exception") + ld(3, ld(1, b"exception.typ") + v1) + ld(3, ld(1, b"exception.types") + v2),
+        ld(2, b"exception") + ld(3, ld(1, b"exception.escaped") + ld(2, vf(2, 2))),
+        ld(2, b"exception") + b"".join(ld(3, u + ld(1, t) + u + v1 + u) for u in UNKNOWN_FIELDS),
+        ld(2, b"exception") + vf(2, 1) + group(3) + ld(3, ld(1, t) + v1),      # known fields, other wire types
+        ld(2, b"exception") + ld(3, ld(1, t) + ld(2, nested_array(40))),
+    ]
+    for event in events:
+        assert_same(request(span_bytes(ld(11, event))), expect_error=False)
+        assert_same(request(span_bytes(ld(11, event) + ld(11, ld(2, b"exception")))), expect_error=False)
+    assert added(request(span_bytes(ld(11, events[0])))) == [{"exception.type": "two"}]
+    assert added(request(span_bytes(ld(11, events[1])))) == [{"exception.type": "one"}]
+    assert added(request(span_bytes(ld(11, events[2])))) == [{}]
+    for status in [ld(15, ld(2, b"a")) + ld(15, ld(2, b"b")), ld(15, ld(2, b"a") + ld(2, b"")),
+                   ld(15, ld(2, b"a")) + ld(15, vf(3, 2)), ld(15, ld(2, b"a") + vf(2, 1)), ld(15, vf(2, 1))]:
+        assert_same(request(span_bytes(status)), expect_error=False)
+    assert added(request(span_bytes(ld(15, ld(2, b"a")) + ld(15, ld(2, b"b"))))) == [
+        {"otel.status_description": "b"}]
+    assert added(request(span_bytes(ld(15, ld(2, b"a") + ld(2, b""))))) == [{}]
+    # spans left out for their ids add nothing, and leak nothing
+    assert_same(request(span_bytes(trace_id=b"", status=Status(message="m")) + events[0]), expect_error=False)
+
+
+def test_malformed_exception_events_are_refused() -> None:
+    t = b"exception.type"
+    for bad in BAD_UTF8:
+        for event in [ld(2, b"exception") + ld(3, ld(1, t) + ld(2, ld(1, bad))),
+                      ld(2, b"exception") + ld(3, ld(1, t) + ld(2, ld(1, bad) + vf(3, 1))),
+                      ld(2, b"exception") + ld(3, ld(1, b"exception.stacktrace") + ld(2, ld(1, bad))),
+                      ld(2, b"exception") + ld(3, ld(1, bad) + ld(1, t) + ld(2, ld(1, b"v"))),
+                      ld(2, b"exception" + bad), ld(3, ld(1, t) + ld(2, ld(1, b"v"))) + ld(2, bad)]:
+            assert_same(request(span_bytes(ld(11, event))), expect_error=True)
+    for bad in [b"\x0a", b"\x0a\x05abc", b"\x08\xff", b"\x0e", b"\x0c", b"\x00\x00", b"\x0b"]:
+        for event in [ld(2, b"exception") + ld(3, ld(1, t) + ld(2, bad)), ld(2, b"exception") + ld(3, ld(1, t) + bad),
+                      ld(2, b"exception") + ld(3, bad + ld(1, t)), ld(2, b"exception") + bad]:
+            assert_same(request(span_bytes(ld(11, event))), expect_error=True)
+    for levels in range(44, 50):
+        assert_same(request(span_bytes(ld(11, ld(2, b"exception") + ld(3, ld(1, t) + ld(2, nested_array(levels)))))))
+        assert_same(request(span_bytes(ld(11, ld(2, b"exception") + ld(3, ld(1, t) + group(7, nested_groups(
+            levels)))))))
+    assert_same(request(span_bytes(ld(11, ld(2, b"exception") + ld(3, ld(1, t) + ld(2, nested_array(48)))))),
+                expect_error=True)
+
+
 # --- unknown fields and wire types ---------------------------------------------------------------
 
 UNKNOWN_FIELDS = [
@@ -611,11 +738,11 @@ KEPT_KEYS = ["gen_ai.operation.name", "gen_ai.system", "gen_ai.output.messages",
 @contextmanager
 def unread_kept() -> Iterator[None]:
     """The C decoder leaving nothing out, for the span of the block."""
-    decode_mod._configure_c((), ())
+    decode_mod._configure_c((), (), PREVIEW_CHARS)
     try:
         yield
     finally:
-        decode_mod._configure_c(UNREAD_KEYS, UNREAD_PREFIXES)
+        decode_mod._configure_c(UNREAD_KEYS, UNREAD_PREFIXES, PREVIEW_CHARS)
 
 
 def attr_keys(data: bytes) -> list[list[str]]:
@@ -725,16 +852,19 @@ def test_configure() -> None:
     data = request(attr_span(kv("k", AnyValue(int_value=1)), kv("x.y"), kv("gen_ai.input.messages")))
     with unread_kept():
         assert list(decode(data).spans[0].attributes) == ["k", "x.y", "gen_ai.input.messages"]
-        decode_mod._configure_c(["k"], ("x.",))
+        decode_mod._configure_c(["k"], ("x.",), PREVIEW_CHARS)
         assert list(decode(data).spans[0].attributes) == ["gen_ai.input.messages"]
-        for args in [("abc", ()), ((), "x."), ([1], ()), ((), [b"x."]), (None, ())]:
+        for args in [("abc", ()), ((), "x."), ([1], ()), ((), [b"x."]), (None, ()), ((), (), "160"), ((), (), 1.5)]:
             with pytest.raises(TypeError):
-                decode_mod._configure_c(*args)
+                decode_mod._configure_c(*args[:2], *args[2:] or (PREVIEW_CHARS,))
         for args in [((), ["x.", ""]), ([""], ())]:  # "" as a prefix would leave out everything
             with pytest.raises(ValueError):
+                decode_mod._configure_c(*args, PREVIEW_CHARS)
+        with pytest.raises(ValueError):
+            decode_mod._configure_c((), (), -1)
+        for args in [((),), ((), ())]:
+            with pytest.raises(TypeError):
                 decode_mod._configure_c(*args)
-        with pytest.raises(TypeError):
-            decode_mod._configure_c(())
         assert list(decode(data).spans[0].attributes) == ["gen_ai.input.messages"]  # unchanged by the errors
     assert list(decode(data).spans[0].attributes) == ["k", "x.y"]
 
@@ -864,7 +994,8 @@ SCHEMA: dict[str, dict[int, tuple[str, ...]]] = {
 FIELD_COUNTS = {"request": (1, 3), "resource_spans": (1, 4), "scope_spans": (1, 4), "span": (3, 9), "kv": (1, 3),
                 "any": (0, 2), "array": (0, 4), "kvlist": (0, 4)}
 STRINGS = ["", "a", "service.name", "k", "héllo ✓", "🦀", "x" * 40, "\x00", "gen_ai.system",
-           "gen_ai.input.messages", "llm.input_messages.0.message.content"]  # left out as keys
+           "gen_ai.input.messages", "llm.input_messages.0.message.content",  # left out as keys
+           "exception", "exception.type", "exception.message", "exception.escaped"]  # added from events
 DOUBLES = [0.0, -0.0, 1.5, math.inf, -math.inf, math.nan, 5e-324, -2.5e300]
 
 
@@ -922,6 +1053,8 @@ def test_fuzz(corpus_bytes: list[bytes]) -> None:
     rng = random.Random(FUZZ_SEED)
     pool = fuzz_pool(corpus_bytes)
     outcomes = {"error": 0, "accepted": 0, "records": 0}
+    added_keys = {"exception.type", "exception.message", "exception.escaped", "otel.status_description"}
+    with_added = 0  # records with an attribute added from the status or an exception event (or of that name)
     for i in range(FUZZ_ITERATIONS):
         if i % 2:
             data = mutate(rng, rng.choice(pool), pool)
@@ -935,7 +1068,9 @@ def test_fuzz(corpus_bytes: list[bytes]) -> None:
         else:
             outcomes["accepted"] += 1
             outcomes["records"] += len(want[0])
+            with_added += sum(not added_keys.isdisjoint(r.attributes) for r in decode(data).spans)
     assert min(outcomes.values()) > FUZZ_ITERATIONS // 10, outcomes  # every outcome is well exercised
+    assert with_added > FUZZ_ITERATIONS // 100
 
 
 # --- timing (not a test) ------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from mastwatch.demo import BEHAVIOURS, FLEET, SimulatedAgent
 from mastwatch.exporter.store.chdb_engine import ChdbEngine
+from mastwatch.scenarios import scenarios
 from tests.otlp_corpus import corpus, to_otlp_json_line
 from tests.sdk_agents import agent_run, chat, provider, step, tool
 from tests.test_receiver import post, request_of
@@ -167,6 +168,24 @@ def test_replay_of_the_recorded_runs_prints_one_verdict_per_trace(tmp_path: Path
     assert len(looping) == 1 and "submit" in looping[0]["failure_modes"]["FM-1.3"]["reason"]
     tau2 = [v for v in map(json.loads, outputs[0]) if v["service"].startswith("tau2")]
     assert len(tau2) == 18 and all(v["cost_usd"] > 0 and v["models"] == ["gpt-4.1-mini-2025-04-14"] for v in tau2)
+
+
+def test_replay_reads_failures_recorded_only_as_exceptions(tmp_path: Path) -> None:
+    """A LangGraph run stopped by GraphRecursionError and a run giving up after a write failed with a 503, each
+    recorded only as the exception leaving the span (event and ERROR status, no error attribute)."""
+    runs = {s.name: s.request for s in scenarios() if s.name in ("d0-langgraph-limit-raised",
+                                                                 "d0-gives-up-after-unavailable-raised")}
+    lines = tmp_path / "exceptions.jsonl"
+    lines.write_text("".join(to_otlp_json_line(request) + "\n" for request in runs.values()))
+    proto = tmp_path / "exceptions.binpb"
+    proto.write_bytes(b"".join(struct.pack(">I", len(b)) + b for b in (r.SerializeToString() for r in runs.values())))
+    for path in (lines, proto):
+        result = subprocess.run([*MASTWATCH, "replay", str(path)], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        verdicts = {v["trace_id"]: v["failure_modes"] for v in map(json.loads, result.stdout.splitlines())}
+        limit, ending = (verdicts[r.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()] for r in runs.values())
+        assert set(limit) == {"FM-1.5"} and "(langgraph.errors.GraphRecursionError)" in limit["FM-1.5"]["reason"]
+        assert set(ending) == {"FM-3.1"} and "cancel_order failed" in ending["FM-3.1"]["reason"]
 
 
 def test_replay_store_and_bad_input(tmp_path: Path) -> None:

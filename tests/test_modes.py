@@ -4,6 +4,8 @@ evidence and a reason, look-alikes stay silent, content-only signals go quiet wi
 from __future__ import annotations
 
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from mastwatch.collector.assemble import END_OF_INPUT, Trace
 from mastwatch.collector.classify.engine import AgentDetectors, ClassifierEngine
@@ -12,7 +14,7 @@ from mastwatch.collector.classify.tools import ToolClassifier, ToolEffect, Tools
 from mastwatch.collector.content import Content
 from mastwatch.collector.normalize.limits import limit_hit
 from mastwatch.collector.processor import Processor, ProcessorConfig
-from mastwatch.collector.receiver.decode import records
+from mastwatch.collector.receiver.decode import decode, records
 from mastwatch.collector.steps import Step, StepKind
 from mastwatch.collector.verdict import Verdict
 from mastwatch.evaluate import without_content
@@ -34,9 +36,14 @@ class Sink:
 
 
 def classify(run: Run, content: bool = True, config: ProcessorConfig | None = None) -> Verdict:
+    return classify_request(run.request(), content, config)
+
+
+def classify_request(request: ExportTraceServiceRequest, content: bool = True,
+                     config: ProcessorConfig | None = None) -> Verdict:
     sink = Sink()
     processor = Processor(config or ProcessorConfig(), [sink])
-    spans = records(run.request()).spans
+    spans = decode(request.SerializeToString()).spans
     processor.process(spans if content else without_content(spans), now=0.0)
     processor.drain(END_OF_INPUT)
     (verdict,) = sink.verdicts
@@ -191,6 +198,28 @@ def test_limit_errors_of_the_frameworks() -> None:
         assert limit_hit(name) == name
     for name in ("RecursionError", "ValueError", "tool_error", "TimeoutError", "_OTHER"):
         assert limit_hit(name) is None
+
+
+def test_limits_and_failures_recorded_only_as_exceptions() -> None:
+    """The exception leaving a span (event and ERROR status, no error attribute), as the OpenTelemetry SDK records
+    it: its type names the limit, or its message does; its message tells a transient failure."""
+    for name, limit in (("d0-langgraph-limit-raised", "langgraph.errors.GraphRecursionError"),
+                        ("d0-llamaindex-limit-raised", "Reached max iterations.")):
+        request = SCENARIOS[name].request
+        root = request.resource_spans[0].scope_spans[0].spans[0]
+        finding = classify_request(request).findings["FM-1.5"]
+        assert finding.evidence == [root.span_id] and finding.confidence == 0.95, name  # the limit, not a cut-off
+        assert f"({limit})" in finding.reason
+    # a write that fails with a 503 in its exception message only, then an apology: given up on a transient failure
+    for content in (True, False):
+        verdict = classify_request(SCENARIOS["d0-gives-up-after-unavailable-raised"].request, content)
+        assert set(verdict.findings) == {"FM-3.1"}
+        assert set(classify_request(SCENARIOS["d0-refused-explained-raised"].request, content).findings) == set()
+    # an exception recorded on a tool span that still returned (status unset) is not a failure of the call
+    handled = Run("handled").call("get_order", {"id": 1}, {"id": 1})
+    handled.spans[-1].events.add(name="exception", attributes=[
+        KeyValue(key="exception.type", value=AnyValue(string_value="KeyError"))])
+    assert set(classify(handled.answer("Here is your order.")).findings) == set()
 
 
 class _Broken:

@@ -8,13 +8,14 @@ from functools import cache
 from typing import Any
 
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
-from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 from mastwatch.collector.content import PREVIEW_CHARS
 from mastwatch.collector.normalize import normalize_span
 from mastwatch.collector.normalize.attributes import any_value, attributes
-from mastwatch.collector.receiver.decode import SpanRecord
+from mastwatch.collector.receiver.decode import SpanRecord, decode
 from mastwatch.collector.steps import Step, StepKind
 from tests.otlp_corpus import DATA_DIR, corpus
 
@@ -132,6 +133,76 @@ def test_error_from_status_or_error_type() -> None:
     by_type = step("execute_tool t", {"gen_ai.operation.name": "execute_tool", "error.type": "timeout"})
     assert by_type.error and by_type.error_type == "timeout"
     assert not step("execute_tool t", {"gen_ai.operation.name": "execute_tool"}).error
+
+
+def raised_step(name: str, attrs: dict[str, Any], events: list[dict[str, Any]], status: int = 0,
+                description: str = "") -> Step:
+    """A step through the decoder, the span carrying events (`name` and attributes, given as a dict each)."""
+    span = make_span(name, attrs)
+    span.status.CopyFrom(Status(code=status, message=description))
+    for event in events:
+        span.events.add(name=event.pop("name", "exception"),
+                        attributes=[KeyValue(key=k, value=value(v)) for k, v in event.items()])
+    request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=[span])])])
+    (record,) = decode(request.SerializeToString()).spans
+    return normalize_span(record)
+
+
+TOOL = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "update_order"}
+ERROR = Status.STATUS_CODE_ERROR
+
+
+def test_exception_event_gives_the_error_type_and_message() -> None:
+    sdk = {"exception.type": "requests.exceptions.HTTPError", "exception.message": "503 Server Error",
+           "exception.stacktrace": "Traceback ...", "exception.escaped": "False"}
+    failed = raised_step("execute_tool update_order", TOOL, [sdk], ERROR, "HTTPError: 503 Server Error")
+    assert (failed.error, failed.error_type, failed.error_message) == (
+        True, "requests.exceptions.HTTPError", "503 Server Error")
+    # recorded, not escaping, status unset: handled, so the call did not fail; its type is still known
+    handled = raised_step("execute_tool update_order", TOOL, [dict(sdk)])
+    assert (handled.error, handled.error_type, handled.error_message) == (
+        False, "requests.exceptions.HTTPError", "503 Server Error")
+    for escaped in (True, "true", "True"):
+        assert raised_step("execute_tool update_order", TOOL, [{**sdk, "exception.escaped": escaped}]).error
+    # the convention's own error type wins, but not its "_OTHER"; the status description is the fallback message
+    explicit = raised_step("execute_tool update_order", {**TOOL, "error.type": "timeout"}, [dict(sdk)], ERROR, "d")
+    assert (explicit.error_type, explicit.error_message) == ("timeout", "503 Server Error")
+    langfuse = raised_step("tool", {"langfuse.observation.type": "tool", "langfuse.observation.level": "ERROR"},
+                           [{"exception.type": "KeyError"}], description="KeyError: 'id'")
+    assert (langfuse.error, langfuse.error_type, langfuse.error_message) == (True, "KeyError", "KeyError: 'id'")
+    status_only = raised_step("execute_tool update_order", TOOL, [], ERROR, "upstream timed out")
+    assert (status_only.error_type, status_only.error_message) == ("_OTHER", "upstream timed out")
+    assert raised_step("execute_tool update_order", TOOL, [{"exception.type": ""}], ERROR).error_type == "_OTHER"
+    assert not raised_step("execute_tool update_order", TOOL, [{"exception.type": ""}]).error
+    plain = raised_step("anything", {}, [{"exception.type": "OSError", "exception.message": "disk full"}], ERROR)
+    assert (plain.kind, plain.error, plain.error_type, plain.error_message) == (
+        StepKind.OTHER, True, "OSError", "disk full")
+    healthy = raised_step("execute_tool update_order", TOOL, [{"name": "retry", "exception.type": "X"}], 1, "ok")
+    assert (healthy.error, healthy.error_type, healthy.error_message) == (False, None, None)
+    # OpenInference spans: the exception is read as for every convention (status ERROR fails the call)
+    oi = raised_step("tool", {"openinference.span.kind": "TOOL", "tool.name": "t"}, [{"exception.type": "E"}])
+    assert (oi.error, oi.error_type) == (False, "E")
+
+
+def test_limits_raised_as_exceptions() -> None:
+    graph = {"openinference.span.kind": "CHAIN"}
+    by_type = raised_step("LangGraph", graph, [{"exception.type": "langgraph.errors.GraphRecursionError",
+                                                "exception.message": "Recursion limit of 25 reached"}], ERROR)
+    assert by_type.limit == "langgraph.errors.GraphRecursionError"
+    message = "Recursion limit of 25 reached without hitting a stop condition."
+    by_message = raised_step("LangGraph", graph, [{"exception.type": "RuntimeError", "exception.message": message}],
+                             ERROR)
+    assert by_message.limit == message and by_message.error_type == "RuntimeError"
+    by_status = raised_step("invoke_agent a", {"gen_ai.operation.name": "invoke_agent"}, [], ERROR,
+                            "Max turns (10) exceeded")
+    assert by_status.limit == "Max turns (10) exceeded"
+    no_draft = raised_step("run", {}, [{"exception.type": "MaxTurnsExceeded"}], ERROR)
+    assert no_draft.limit == "MaxTurnsExceeded"
+    # a tool's own limit is not the run's
+    assert raised_step("execute_tool search", TOOL, [{"exception.type": "ValueError", "exception.message":
+                                                      "maximum number of messages exceeded"}], ERROR).limit is None
+    assert raised_step("LangGraph", graph, [{"exception.type": "ValueError", "exception.message": "bad id"}],
+                       ERROR).limit is None
 
 
 def test_previews_stay_short_for_huge_content() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from opentelemetry.trace import Status, StatusCode
 
 from tests.sdk_agents import agent_run, chat, provider, step, tool
 
@@ -90,4 +91,55 @@ def test_metrics_pass_promtool_check(server) -> None:
     assert promtool, "promtool is installed by .ci/run (Debian package prometheus)"
     result = subprocess.run([promtool, "check", "metrics"], input=server.metrics(), capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+    tp.shutdown()
+
+
+class GraphRecursionError(RecursionError):
+    """LangGraph's limit error, as langgraph.errors defines it."""
+
+
+GraphRecursionError.__module__ = "langgraph.errors"
+
+
+class HTTPError(OSError):
+    pass
+
+
+HTTPError.__module__ = "requests.exceptions"
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_failures_recorded_as_exceptions_reach_the_verdict(server, protocol: str) -> None:
+    """Failures the SDK way, no error attribute: `record_exception` and `set_status(ERROR, description)` on a tool
+    span; an exception leaving `start_as_current_span` blocks (recorded and ERROR status by default)."""
+    endpoint = server.grpc_endpoint if protocol == "grpc" else server.http_url
+    tp = provider(protocol, endpoint, service="exceptions")
+    tracer = tp.get_tracer("test")
+    with agent_run(tracer, "support-agent") as support:
+        step(tracer, "get_order", {"id": 1}, agent="support-agent")
+        chat(tracer, agent="support-agent")  # asks for the change
+        with tracer.start_as_current_span("execute_tool update_order") as span:
+            span.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "update_order",
+                                 "gen_ai.tool.call.arguments": '{"id": 1, "status": "cancelled"}'})
+            try:
+                raise HTTPError("503 Server Error: Service Unavailable for url: https://orders.internal/v1/1")
+            except HTTPError as e:
+                span.record_exception(e)
+                span.set_status(Status(StatusCode.ERROR, "the orders service answered 503"))
+        chat(tracer, text="Sorry, I cannot complete it right now.", agent="support-agent")
+    with pytest.raises(GraphRecursionError), agent_run(tracer, "graph-agent") as graph:
+        for i in range(3):
+            step(tracer, "search_docs", {"q": f"attempt {i}"}, agent="graph-agent")
+        with tracer.start_as_current_span("LangGraph"):
+            raise GraphRecursionError("Recursion limit of 25 reached without hitting a stop condition.")
+    server.wait_for(lambda: server.sample("mast_traces_total", service="exceptions") == 2)
+    findings = {(r["trace_id"], r["failure_mode"]): r for r in server.rows(
+        "SELECT trace_id, failure_mode, evidence, reason, basis FROM {db}.mast_findings")}
+    support_id, graph_id = (format(s.get_span_context().trace_id, "032x") for s in (support, graph))
+    assert set(findings) == {(support_id, "FM-3.1"), (graph_id, "FM-1.5")}
+    # the 503 is only in the exception message: a failure a retry may cure, given up on
+    assert "update_order failed" in findings[support_id, "FM-3.1"]["reason"]
+    limit = findings[graph_id, "FM-1.5"]
+    assert "(langgraph.errors.GraphRecursionError)" in limit["reason"] and limit["basis"] == "structure"
+    assert server.sample("mast_failure_mode_traces_total", failure_mode="FM-1.5", agent="graph-agent") == 1
     tp.shutdown()

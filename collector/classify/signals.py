@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import re
 
+from ..normalize.limits import LIMIT_TEXT
 from ..steps import Step
 
 STRUCTURE = "structure"
@@ -48,11 +49,6 @@ _UNHEALTHY = re.compile(r"\b(CrashLoopBackOff|ImagePullBackOff|ErrImagePull|OOMK
                         r"\"(status|status_?code|code)\"\s*:\s*\"?5\d\d\b|\b5\d\d (Service Unavailable|Internal Server "
                         r"Error|Bad Gateway|Gateway Time-?out)\b")
 _NEGATED_CLAIM = re.compile(r"\b(not|n't|unable|could not|failed|unsuccessful|error)\b", re.IGNORECASE)
-# A framework's own text when it stopped a run at its limit (CrewAI, LangChain, LlamaIndex, AutoGen ...).
-_LIMIT_TEXT = re.compile(
-    r"stopped due to (iteration|time) limit|reached (the )?max(imum)? (number of )?(iterations|steps|turns|rounds)|"
-    r"max(imum)? (number of )?(iterations|steps|turns|rounds|messages) (reached|exceeded)|recursion limit of \d+|"
-    r"max_?turns|max_?iterations? (reached|exceeded)", re.IGNORECASE)
 
 
 # A state-changing call's result that only acknowledges the request: the new state is not shown yet.
@@ -116,8 +112,9 @@ def tool_error(step: Step) -> str | None:
 
 
 def transient(step: Step) -> bool:
-    """A failure that a plain retry may cure (timeouts, rate limits, unavailable services)."""
-    return any(text and _TRANSIENT.search(text) for text in (step.error_type, _text(step)))
+    """A failure that a plain retry may cure (timeouts, rate limits, unavailable services), by its error type, its
+    error message (exception message or status description) or its result."""
+    return any(text and _TRANSIENT.search(text) for text in (step.error_type, step.error_message, _text(step)))
 
 
 def claims_success(step: Step) -> bool:
@@ -142,7 +139,7 @@ def unhealthy(step: Step) -> bool:
 
 def limit_text(step: Step) -> bool:
     """Model output carrying a framework's "stopped at the limit" message (content capture on)."""
-    return bool(step.output_preview) and _LIMIT_TEXT.search(step.output_preview) is not None
+    return bool(step.output_preview) and LIMIT_TEXT.search(step.output_preview) is not None
 
 
 def acknowledged_only(step: Step) -> bool:

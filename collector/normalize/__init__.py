@@ -1,6 +1,16 @@
 """Spans to steps. Each convention module (its MARKERS say which spans are its) reads what it knows; earlier
 modules win on conflicts.
 
+Failures, whatever the convention: a step failed when its status is ERROR or its convention gives an error type
+(`error.type`, Langfuse's ERROR level). The exception the SDKs record as a span event (`exception.type` and
+`exception.message`, which the decoder adds to the attributes, see collector/receiver/decode.py) gives the error
+type where the convention gives none (or only `_OTHER`), and fails the step only with status ERROR or
+`exception.escaped` true: an exception leaving a span is recorded together with status ERROR (the Python SDK's
+`start_as_current_span` and `use_span` do both by default, with description "Type: message"), while one recorded
+alone was handled (retried, fallen back from). The exception message, else the status description, is the
+step's `error_message`; it names a limit hit (`limits.LIMIT_TEXT`, "Recursion limit of 25 reached") on any step
+but a tool call, whose limits are its own, not the run's.
+
 Only fingerprints and short previews of message content, tool arguments and results are kept."""
 
 from __future__ import annotations
@@ -9,10 +19,11 @@ import functools
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..content import Content, fingerprint, preview
+from ..content import PREVIEW_CHARS, Content, fingerprint, preview
 from ..steps import Step, StepKind
 from . import genai, langfuse, openinference, openllmetry, vercel
-from .limits import limit_hit
+from .attributes import EXCEPTION_ESCAPED, EXCEPTION_MESSAGE, EXCEPTION_TYPE, STATUS_DESCRIPTION
+from .limits import LIMIT_TEXT, limit_hit
 
 if TYPE_CHECKING:
     from ..receiver.decode import SpanRecord
@@ -20,6 +31,7 @@ if TYPE_CHECKING:
 CONVENTIONS = (genai, openinference, openllmetry, vercel, langfuse)
 _intern = sys.intern
 STATUS_ERROR = 2  # opentelemetry.proto.trace.v1.Status.STATUS_CODE_ERROR
+OTHER_ERROR = "_OTHER"  # the conventions' error type when none is known
 
 
 def _int(value: Any) -> int:
@@ -64,6 +76,31 @@ def _readers(keys: tuple[str, ...]) -> tuple[Any, ...]:
     return tuple(c.read for c in CONVENTIONS if not c.MARKERS.isdisjoint(keys))
 
 
+def _failure(step: Step, attrs: dict[str, Any], status_error: bool, error_type: str | None) -> None:
+    """The step's error, error type, message and limit hit, from its status, its convention's error type and its
+    exception (see the module docstring)."""
+    exception = attrs.get(EXCEPTION_TYPE) or None  # an empty type is none
+    failed = status_error or error_type is not None
+    if exception is not None and (error_type is None or error_type == OTHER_ERROR):
+        escaped = attrs.get(EXCEPTION_ESCAPED)
+        failed = failed or escaped is True or (type(escaped) is str and escaped.lower() == "true")
+        error_type = str(exception)
+    elif error_type is None:
+        if not failed:
+            return
+        error_type = OTHER_ERROR
+    step.error = failed
+    step.error_type = _intern(error_type)
+    step.limit = limit_hit(step.error_type)
+    message = attrs.get(EXCEPTION_MESSAGE)
+    if type(message) is not str or not message:
+        message = attrs.get(STATUS_DESCRIPTION)
+    if type(message) is str and message:
+        step.error_message = message = message[:PREVIEW_CHARS]
+        if step.limit is None and step.kind is not StepKind.TOOL and LIMIT_TEXT.search(message):
+            step.limit = message
+
+
 def normalize_span(span: SpanRecord) -> Step:
     service, trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, attrs = span
     draft: dict[str, Any] = {}
@@ -73,9 +110,8 @@ def normalize_span(span: SpanRecord) -> Step:
     kind = get("kind") or StepKind.OTHER
     step = Step(trace_id, span_id, parent_span_id, kind, _intern(name), start_ns, end_ns, _intern(service))
     if not draft:
-        step.error = status_code == STATUS_ERROR
-        if step.error:
-            step.error_type = "_OTHER"
+        if status_code == STATUS_ERROR or EXCEPTION_TYPE in attrs:
+            _failure(step, attrs, status_code == STATUS_ERROR, None)
         return step
     if (agent := get("agent")) is not None:
         step.agent = _intern(agent)
@@ -104,10 +140,6 @@ def normalize_span(span: SpanRecord) -> Step:
     if finish := get("finish_reasons"):
         step.finish_reasons = _finish_reasons(finish)
     error_type = get("error_type")
-    step.error = status_code == STATUS_ERROR or error_type is not None
-    if error_type is not None:
-        step.error_type = _intern(error_type)
-        step.limit = limit_hit(step.error_type)
-    elif step.error:
-        step.error_type = "_OTHER"
+    if status_code == STATUS_ERROR or error_type is not None or EXCEPTION_TYPE in attrs:
+        _failure(step, attrs, status_code == STATUS_ERROR, error_type)
     return step

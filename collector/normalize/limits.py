@@ -1,9 +1,12 @@
-"""Frameworks' names for a run stopped by its own iteration, recursion, turn or step limit.
+"""Frameworks' names and messages for a run stopped by its own iteration, recursion, turn or step limit.
 
-They arrive as the error type of the span that raised them (`error.type`, OpenInference's
-`exception.type`): LangGraph's GraphRecursionError, the OpenAI Agents SDK's MaxTurnsExceeded, smolagents'
+They arrive as the error type of the span that raised them (`error.type`, or the `exception.type` of its
+exception event): LangGraph's GraphRecursionError, the OpenAI Agents SDK's MaxTurnsExceeded, smolagents'
 AgentMaxStepsError, pydantic-ai's UsageLimitExceeded, Google ADK's LlmCallsLimitExceededError, ...
 Matched on the class name (module paths are dropped), case-insensitively, by the words it contains.
+A limit raised under another name still says so in its message ("Recursion limit of 25 reached without hitting
+a stop condition", "Reached max steps."), and so do frameworks that end the run with a final text instead
+(CrewAI and LangChain "Agent stopped due to iteration limit", LlamaIndex "Reached max iterations"): `LIMIT_TEXT`.
 """
 
 from __future__ import annotations
@@ -14,6 +17,11 @@ import re
 _LIMIT = re.compile(
     r"(recursion|max_?turns?|max_?steps?|max_?iter(ation)?s?|max_?rounds?|max_?messages?|turn_?limit|step_?limit|"
     r"iteration_?limit|usage_?limit|calls_?limit|max_?loops?)", re.IGNORECASE)
+# A framework's own text when it stopped a run at its limit (CrewAI, LangChain, LlamaIndex, AutoGen, LangGraph ...).
+LIMIT_TEXT = re.compile(
+    r"stopped due to (iteration|time) limit|reached (the )?max(imum)? (number of )?(iterations|steps|turns|rounds)|"
+    r"max(imum)? (number of )?(iterations|steps|turns|rounds|messages) (\(\d+\) )?(reached|exceeded)|"
+    r"recursion limit of \d+|max_?turns|max_?iterations? (reached|exceeded)", re.IGNORECASE)
 _KNOWN: dict[str, str | None] = {}
 _CACHE_LIMIT = 1_000
 

@@ -80,7 +80,5 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
                        ("llm.token_count.prompt_details.cache_write", "cache_write_tokens")):
         if (value := get(key)) is not None:
             draft.setdefault(field, value)
-    if (error_type := get("exception.type")) is not None:
-        draft.setdefault("error_type", str(error_type))
     if (session := get("session.id")) is not None:
         draft.setdefault("conversation_id", str(session))

@@ -20,8 +20,14 @@
  *    array_value/kvlist_value set twice in a row appends; string_value_strindex (8) sets the oneof to a
  *    member that converts to None; int32 enums keep the low 32 bits of the varint, bools are "any bit".
  *
+ * Attributes added (as decode_python adds them): the status message, when not empty, as
+ * "otel.status_description", and the exception.type / .message / .escaped attributes of the span's last event
+ * named "exception", each only where the span has no attribute of that name (PyDict_SetDefault, after the
+ * span is read) and only for a string (its first `chars` characters, as given to configure) or a bool. Of an
+ * event, only those three attributes are made into values (parse_kv); the others are checked (check_msg).
+ *
  * Attributes left out: span attributes whose key is one of the keys, or starts with one of the prefixes,
- * given by configure(keys, prefixes) (decode.py passes UNREAD_KEYS / UNREAD_PREFIXES at import, as
+ * given by configure(keys, prefixes, chars) (decode.py passes UNREAD_KEYS / UNREAD_PREFIXES at import, as
  * decode_python leaves them out too) are not put in the attribute dict. The key is matched on its raw bytes
  * (the last key occurrence of the KeyValue, wherever it is) before anything is made of the value, which is
  * then only checked as upb checks it (framing, UTF-8, depth), so what is refused stays the same.
@@ -45,6 +51,14 @@ typedef struct {
 } Dec;
 
 static PyObject *unknown_service; /* "unknown_service" */
+
+/* Attributes added from the status and the last exception event, in the order they are added. */
+enum { ADD_EXC_TYPE, ADD_EXC_MESSAGE, ADD_EXC_ESCAPED, ADD_STATUS, ADD_COUNT };
+#define EXC_COUNT ADD_STATUS /* the first three come from the exception event */
+static const char *const ADDED_KEYS[ADD_COUNT] = {"exception.type", "exception.message", "exception.escaped",
+                                                  "otel.status_description"};
+static PyObject *added_keys[ADD_COUNT]; /* their str */
+static Py_ssize_t added_chars = PY_SSIZE_T_MAX; /* strings added are cut to this many characters */
 
 /* ---------------------------------------------------------------- errors ---- */
 
@@ -251,6 +265,20 @@ utf8_valid(cptr s, Py_ssize_t n)
     }
 }
 
+/* A string field's payload (after its tag): its length, then that many bytes of valid UTF-8 (*s, *n). */
+static cptr
+rd_str(cptr p, cptr end, cptr *s, Py_ssize_t *n)
+{
+    if (!(p = rd_len(p, end, n))) {
+        return NULL;
+    }
+    if (!utf8_valid(p, *n)) {
+        return fail("invalid UTF-8 in a string field");
+    }
+    *s = p;
+    return p + *n;
+}
+
 /* ---------------------------------------------------------------- skipping ---- */
 
 static cptr skip_group(Dec *d, cptr p, cptr end, uint32_t fn);
@@ -450,15 +478,15 @@ key_unread(cptr k, Py_ssize_t n)
     return 0;
 }
 
-/* Whether a KeyValue (contents in [p, end)) is left out: its last key, wherever it is on the wire. Only
- * tags and lengths are read, as parse_kv reads them (its depth is given), so an error here is one parse_kv
- * meets too: 1 left out, 0 kept, -1 error. */
+/* The last key of a KeyValue (contents in [p, end)), wherever it is on the wire (*key NULL: none). Only tags
+ * and lengths are read, as parse_kv and check_msg read them (their depth inside the KeyValue is given), so an
+ * error here is one they meet too: 0, or -1 on error. */
 static int
-kv_unread(int depth, cptr p, cptr end)
+kv_last_key(int depth, cptr p, cptr end, cptr *key, Py_ssize_t *keylen)
 {
-    cptr key = NULL;
-    Py_ssize_t keylen = 0;
     Dec scan = {depth};
+    *key = NULL;
+    *keylen = 0;
     while (p < end) {
         uint32_t tag;
         Py_ssize_t n;
@@ -470,14 +498,26 @@ kv_unread(int depth, cptr p, cptr end)
                 return -1;
             }
             if (tag == ((1 << 3) | 2)) {
-                key = p;
-                keylen = n;
+                *key = p;
+                *keylen = n;
             }
             p += n;
         }
         else if (!(p = skip_field(&scan, p, end, tag))) {
             return -1;
         }
+    }
+    return 0;
+}
+
+/* Whether a KeyValue (contents in [p, end)) is left out, by its last key: 1 left out, 0 kept, -1 error. */
+static int
+kv_unread(int depth, cptr p, cptr end)
+{
+    cptr key;
+    Py_ssize_t keylen;
+    if (kv_last_key(depth, p, end, &key, &keylen) < 0) {
+        return -1;
     }
     return key != NULL && key_unread(key, keylen);
 }
@@ -502,12 +542,21 @@ index_names(const Name *names, Py_ssize_t count, uint16_t *first)
     first[256] = (uint16_t)count;
 }
 
-/* configure(keys, prefixes): the span attributes to leave out from now on. */
+/* configure(keys, prefixes, chars): the span attributes to leave out from now on, and the length strings
+ * added from the status and events are cut to. */
 static PyObject *
 configure(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "configure(keys, prefixes) takes 2 arguments");
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "configure(keys, prefixes, chars) takes 3 arguments");
+        return NULL;
+    }
+    Py_ssize_t chars = PyNumber_AsSsize_t(args[2], PyExc_OverflowError);
+    if (chars == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (chars < 0) {
+        PyErr_SetString(PyExc_ValueError, "configure(): chars must not be negative");
         return NULL;
     }
     PyObject *seqs[2] = {NULL, NULL}, *owner = NULL;
@@ -577,6 +626,7 @@ configure(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         Py_ssize_t *min = &unread.prefix_min[(unsigned char)names[i].s[0]];
         *min = names[i].n < *min ? names[i].n : *min;
     }
+    added_chars = chars;
     Py_DECREF(seqs[0]);
     Py_DECREF(seqs[1]);
     Py_RETURN_NONE;
@@ -1026,6 +1076,144 @@ parse_resource(Dec *d, cptr p, cptr end, PyObject **service_value)
     return 0;
 }
 
+static void
+clear_objects(PyObject **objs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        Py_CLEAR(objs[i]);
+    }
+}
+
+/* The index in ADDED_KEYS of an exception event attribute added to the span (raw key bytes), or -1. */
+static int
+exception_key(cptr k, Py_ssize_t n)
+{
+    if (n < 14 || memcmp(k, "exception.", 10) != 0) {
+        return -1;
+    }
+    for (int i = 0; i < EXC_COUNT; i++) {
+        if ((Py_ssize_t)strlen(ADDED_KEYS[i]) == n && memcmp(k, ADDED_KEYS[i], (size_t)n) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* A Span.Event (contents in [p, end)), checked as check_msg(M_EVENT) checks it. When it is named "exception",
+ * exc[] gets the values of its last exception.type / .message / .escaped attributes (new references, NULL for
+ * those it lacks) in place of an earlier exception event's. Its other attributes are only checked. */
+static int
+parse_event(Dec *d, PyObject **exc, cptr p, cptr end)
+{
+    PyObject *found[EXC_COUNT] = {NULL};
+    cptr name = NULL;
+    Py_ssize_t namelen = 0;
+    if (--d->depth < 0) {
+        fail("nesting too deep");
+        return -1;
+    }
+    while (p < end) {
+        uint32_t tag;
+        Py_ssize_t n;
+        if (!(p = rd_tag(p, end, &tag))) {
+            goto error;
+        }
+        if (tag == ((2 << 3) | 2)) { /* name */
+            if (!(p = rd_str(p, end, &name, &namelen))) {
+                goto error;
+            }
+        }
+        else if (tag == ((3 << 3) | 2)) { /* attributes */
+            cptr key;
+            Py_ssize_t keylen;
+            if (!(p = rd_len(p, end, &n)) || kv_last_key(d->depth - 1, p, p + n, &key, &keylen) < 0) {
+                goto error;
+            }
+            int i = key ? exception_key(key, keylen) : -1;
+            if (i >= 0) {
+                KV kv;
+                if (parse_kv(d, &kv, p, p + n, 0) < 0) {
+                    goto error;
+                }
+                Py_XDECREF(kv.keyobj);
+                Py_XSETREF(found[i], kv.value);
+            }
+            else if (!check_msg(d, M_KV, p, p + n)) {
+                goto error;
+            }
+            p += n;
+        }
+        else if (!(p = skip_field(d, p, end, tag))) {
+            goto error;
+        }
+    }
+    d->depth++;
+    if (namelen == 9 && memcmp(name, "exception", 9) == 0) {
+        clear_objects(exc, EXC_COUNT);
+        memcpy(exc, found, sizeof(found));
+        return 0;
+    }
+    clear_objects(found, EXC_COUNT);
+    return 0;
+error:
+    clear_objects(found, EXC_COUNT);
+    return -1;
+}
+
+/* The first `chars` characters of valid UTF-8 (new reference). */
+static PyObject *
+utf8_head(cptr s, Py_ssize_t n, Py_ssize_t chars)
+{
+    if (n > chars) { /* more bytes than characters kept: find where the character after the last kept starts */
+        Py_ssize_t i, count = 0;
+        for (i = 0; i < n; i++) {
+            if ((s[i] & 0xC0) != 0x80 && count++ == chars) {
+                break;
+            }
+        }
+        n = i;
+    }
+    return PyUnicode_DecodeUTF8((const char *)s, n, NULL);
+}
+
+/* Add the values of the last exception event and the status message to a span's attributes (each under a
+ * name it has no attribute of), as decode_python does. exc[] is borrowed; status may be NULL. */
+static int
+add_failure(PyObject *attrs, PyObject **exc, cptr status, Py_ssize_t status_len)
+{
+    for (int i = 0; i < ADD_COUNT; i++) {
+        PyObject *v;
+        if (i == ADD_STATUS) {
+            if (status == NULL || status_len == 0) {
+                continue;
+            }
+            v = utf8_head(status, status_len, added_chars);
+        }
+        else if (exc[i] == NULL) {
+            continue;
+        }
+        else if (PyUnicode_CheckExact(exc[i])) {
+            v = PyUnicode_GET_LENGTH(exc[i]) > added_chars ? PyUnicode_Substring(exc[i], 0, added_chars)
+                                                           : Py_NewRef(exc[i]);
+        }
+        else if (PyBool_Check(exc[i])) {
+            v = Py_NewRef(exc[i]);
+        }
+        else {
+            continue;
+        }
+        if (!v) {
+            return -1;
+        }
+        PyObject *r = PyDict_SetDefault(attrs, added_keys[i], v);
+        Py_DECREF(v);
+        if (!r) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *
 make_record(Out *out, PyObject **items)
 {
@@ -1052,6 +1240,9 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
     Py_ssize_t trace_len = 0, span_len = 0, parent_len = 0;
     uint64_t start = 0, stop = 0;
     int32_t code = 0;
+    cptr status_msg = NULL; /* the last Status.message */
+    Py_ssize_t status_msg_len = 0;
+    PyObject *exc[EXC_COUNT] = {NULL}; /* of the last exception event */
     PyObject *name = NULL;
     PyObject *attrs = PyDict_New();
     if (!attrs) {
@@ -1085,16 +1276,13 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
             span_len = n;
             p += n;
             break;
-        case (3 << 3) | 2: /* trace_state */
-            if (!(p = rd_len(p, end, &n))) {
+        case (3 << 3) | 2: { /* trace_state */
+            cptr s;
+            if (!(p = rd_str(p, end, &s, &n))) {
                 goto error;
             }
-            if (!utf8_valid(p, n)) {
-                fail("invalid UTF-8 in a string field");
-                goto error;
-            }
-            p += n;
             break;
+        }
         case (4 << 3) | 2:
             if (!(p = rd_len(p, end, &n))) {
                 goto error;
@@ -1139,7 +1327,7 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
             p += n;
             break;
         case (11 << 3) | 2:
-            if (!(p = rd_len(p, end, &n)) || !check_msg(d, M_EVENT, p, p + n)) {
+            if (!(p = rd_len(p, end, &n)) || parse_event(d, exc, p, p + n) < 0) {
                 goto error;
             }
             p += n;
@@ -1172,15 +1360,9 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
                     code = (int32_t)(uint32_t)v;
                 }
                 else if (t2 == ((2 << 3) | 2)) {
-                    Py_ssize_t m;
-                    if (!(q = rd_len(q, qend, &m))) {
+                    if (!(q = rd_str(q, qend, &status_msg, &status_msg_len))) {
                         goto error;
                     }
-                    if (!utf8_valid(q, m)) {
-                        fail("invalid UTF-8 in a string field");
-                        goto error;
-                    }
-                    q += m;
                 }
                 else if (!(q = skip_field(d, q, qend, t2))) {
                     goto error;
@@ -1212,8 +1394,13 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
         out->rejected++;
         Py_XDECREF(name);
         Py_DECREF(attrs);
+        clear_objects(exc, EXC_COUNT);
         return 0;
     }
+    if (add_failure(attrs, exc, status_msg, status_msg_len) < 0) {
+        goto error;
+    }
+    clear_objects(exc, EXC_COUNT);
     if (!name) {
         name = PyUnicode_New(0, 0);
         if (!name) {
@@ -1248,6 +1435,7 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
 error:
     Py_XDECREF(name);
     Py_DECREF(attrs);
+    clear_objects(exc, EXC_COUNT);
     return -1;
 }
 
@@ -1278,14 +1466,10 @@ parse_scope_spans(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
             p += n;
         }
         else if (tag == ((3 << 3) | 2)) { /* schema_url */
-            if (!(p = rd_len(p, end, &n))) {
+            cptr s;
+            if (!(p = rd_str(p, end, &s, &n))) {
                 return -1;
             }
-            if (!utf8_valid(p, n)) {
-                fail("invalid UTF-8 in a string field");
-                return -1;
-            }
-            p += n;
         }
         else if (!(p = skip_field(d, p, end, tag))) {
             return -1;
@@ -1325,14 +1509,10 @@ parse_resource_spans(Dec *d, Out *out, cptr p, cptr end)
             p += n;
         }
         else if (tag == ((3 << 3) | 2)) { /* schema_url */
-            if (!(p = rd_len(p, end, &n))) {
+            cptr s;
+            if (!(p = rd_str(p, end, &s, &n))) {
                 goto error;
             }
-            if (!utf8_valid(p, n)) {
-                fail("invalid UTF-8 in a string field");
-                goto error;
-            }
-            p += n;
         }
         else if (!(p = skip_field(d, p, end, tag))) {
             goto error;
@@ -1452,8 +1632,9 @@ static PyMethodDef methods[] = {
      "decode_request(data, record_type) -> (records, rejected): spans of a serialized "
      "ExportTraceServiceRequest; ValueError when it is malformed."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
-     "configure(keys, prefixes): span attributes to leave out of the attribute dicts from now on, by "
-     "exact key and by key prefix (collections of str)."},
+     "configure(keys, prefixes, chars): span attributes to leave out of the attribute dicts from now on, by "
+     "exact key and by key prefix (collections of str), and how many characters of a string added from the "
+     "status or an exception event are kept."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1468,6 +1649,11 @@ PyInit__otlpdecode(void)
     if (!unknown_service) {
         unknown_service = PyUnicode_FromString("unknown_service");
         if (!unknown_service) {
+            return NULL;
+        }
+    }
+    for (int i = 0; i < ADD_COUNT; i++) {
+        if (!added_keys[i] && !(added_keys[i] = PyUnicode_InternFromString(ADDED_KEYS[i]))) {
             return NULL;
         }
     }

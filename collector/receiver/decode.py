@@ -5,6 +5,15 @@ dict, with spans whose ids are invalid left out and counted. A C decoder (`_otlp
 package) does this straight from the wire bytes; where it is not built, the same records come from the
 protobuf runtime (slower: every attribute is a Python wrapper object). Both give identical results.
 
+A span's failure, as the OpenTelemetry SDKs record it, is added to its attribute dict by both, each under a key
+the span does not already have (an attribute the span sets itself wins):
+- `otel.status_description`: Status.message, when not empty (the name the non-OTLP exporters and the OTel
+  Collector's translators give it);
+- `exception.type`, `exception.message`, `exception.escaped`: from the span's last event named `exception`
+  (`span.record_exception`, the OpenTelemetry exception conventions), those of them it has.
+Only string and boolean values are added, a string cut to its first `PREVIEW_CHARS` characters; a stack trace
+never is, nor any other event attribute (the C decoder only checks those, as it checks unread attributes).
+
 Span attributes no normaliser reads (`UNREAD_KEYS`, `UNREAD_PREFIXES`) are left out of the attribute dicts
 by both: with content capture on they are most of a GenAI span's bytes (the whole prompt history on every
 model call). The C decoder matches their keys on the wire bytes and only checks their values (as upb does:
@@ -17,8 +26,10 @@ from typing import Any, NamedTuple
 
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from ..normalize.attributes import any_value
+from ..content import PREVIEW_CHARS
+from ..normalize.attributes import EXCEPTION_EVENT, EXCEPTION_KEYS, STATUS_DESCRIPTION, any_value
 
 UNKNOWN_SERVICE = "unknown_service"
 
@@ -81,6 +92,28 @@ def _valid(trace_id: bytes, span_id: bytes, parent: bytes) -> bool:
     return len(trace_id) == 16 and len(span_id) == 8 and (not parent or len(parent) == 8) and any(trace_id)
 
 
+def _promoted(value: Any) -> Any:
+    """A value added from the status or an event: a string's start, a bool; None (not added) for the rest."""
+    if type(value) is str:
+        return value[:PREVIEW_CHARS]
+    return value if type(value) is bool else None
+
+
+def _promote(span: Span, attrs: dict[str, Any]) -> None:
+    """Add the span's status message and last exception event to its attributes, none overriding the span's."""
+    exception = None
+    for event in span.events:
+        if event.name == EXCEPTION_EVENT:
+            exception = event
+    if exception is not None:
+        values = {kv.key: kv.value for kv in exception.attributes if kv.key in EXCEPTION_KEYS}  # the last wins
+        for key in EXCEPTION_KEYS:
+            if key in values and (value := _promoted(any_value(values[key]))) is not None:
+                attrs.setdefault(key, value)
+    if message := span.status.message:
+        attrs.setdefault(STATUS_DESCRIPTION, message[:PREVIEW_CHARS])
+
+
 def records(request: ExportTraceServiceRequest) -> Decoded:
     """Records of a parsed request (the protobuf runtime's path)."""
     spans: list[SpanRecord] = []
@@ -96,11 +129,11 @@ def records(request: ExportTraceServiceRequest) -> Decoded:
                 if not _valid(trace_id, span_id, parent):
                     rejected += 1
                     continue
+                attrs = {key: any_value(kv.value) for kv in s.attributes
+                         if (key := kv.key) not in UNREAD_KEYS and not key.startswith(UNREAD_PREFIXES)}  # not unread
+                _promote(s, attrs)
                 spans.append(SpanRecord(service, trace_id, span_id, parent, s.name, s.start_time_unix_nano,
-                                        s.end_time_unix_nano, s.status.code,
-                                        {key: any_value(kv.value) for kv in s.attributes
-                                         if (key := kv.key) not in UNREAD_KEYS
-                                         and not key.startswith(UNREAD_PREFIXES)}))  # not unread(key)
+                                        s.end_time_unix_nano, s.status.code, attrs))
     return Decoded(spans, rejected)
 
 
@@ -119,7 +152,7 @@ try:
 except ImportError:  # not built: the protobuf runtime's path
     _decode_c = None
 else:
-    _configure_c(UNREAD_KEYS, UNREAD_PREFIXES)  # once: decode_request matches them on the wire
+    _configure_c(UNREAD_KEYS, UNREAD_PREFIXES, PREVIEW_CHARS)  # once: decode_request matches them on the wire
 
 
 def decode(data: bytes) -> Decoded:
