@@ -311,3 +311,6 @@ def test_the_root_spans_agent_settles_the_settings() -> None:
     trace.add(root, 0.0)
     engine.observe(trace, root)
     assert engine.finish(trace) == {}  # classified again with the batch agents' settings
+    # arguments not captured: the same tools redone after the failure still show the work started over
+    blind = classify(run, content=False).findings["FM-2.1"]
+    assert blind.confidence == 0.5 and "arguments not captured" in blind.reason and len(blind.repeated) == 2

@@ -4,9 +4,9 @@ Signals (structure):
 - an agent's prompt, after growing, falls back to the size of the conversation's first call and stays there (see
   FM-1.4, whose settings it shares);
 - an agent switches to a new conversation id and redoes a tool call it had already made in the previous one;
-- an agent invocation failed (a crashed worker, a limit) and a fresh invocation redoes its tool calls: the work
-  is started over. The redone calls are the finding's repeated steps (their spend is wasted; FM-1.3 leaves
-  them to this mode)."""
+- an agent invocation failed (a crashed worker, a limit) and a fresh invocation redoes its tool calls (the same
+  arguments; the same tools when arguments are not captured): the work is started over. The redone calls are
+  the finding's repeated steps (their spend is wasted; FM-1.3 leaves them to this mode)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ class ConversationReset(HistoryLoss):
         if step.kind is StepKind.LLM:
             self._switch(step)
             return super().observe(step)
-        if step.tool is None or step.args is None:
+        if step.tool is None:
             return None
         invocation = self.failed_invocations.get(step.parent_span_id)
         if invocation is not None:
@@ -53,7 +53,7 @@ class ConversationReset(HistoryLoss):
             if redone is not None:
                 return redone
         self.calls_under.setdefault(step.parent_span_id, []).append(step)
-        if self.found is not None:
+        if self.found is not None or step.args is None:
             return None
         agent = self.agent
         before = self.before.get(agent)
@@ -80,10 +80,11 @@ class ConversationReset(HistoryLoss):
         if self.found is not None and self.found.repeated is self.repeated:
             self.found.evidence.append(step.span_id)
         else:
-            self.found = Finding(self.code, 0.6, [failed.span_id, earlier.span_id, step.span_id],
+            same = "with the same arguments" if step.args is not None else "(arguments not captured)"
+            self.found = Finding(self.code, 0.6 if step.args is not None else 0.5,
+                                 [failed.span_id, earlier.span_id, step.span_id],
                                  f"{failed.agent or failed.name} failed ({failed.error_type}) and a fresh invocation "
-                                 f"started the work over, redoing {step.tool} with the same arguments", "structure",
-                                 self.repeated)
+                                 f"started the work over, redoing {step.tool} {same}", "structure", self.repeated)
         return self.found
 
     def _switch(self, step: Step) -> None:
