@@ -271,6 +271,9 @@ def test_work_started_over_after_a_crash_is_a_reset_and_its_redone_calls_are_was
     reset = verdict.findings["FM-2.1"]
     assert [s.tool for s in reset.repeated] == ["get_order", "get_policy"] and len(reset.evidence) == 4
     assert verdict.waste.repeated_steps == 2 and verdict.waste.tokens
+    # arguments not captured: the same tools redone after the failure still show the work started over
+    blind = classify(run, content=False).findings["FM-2.1"]
+    assert blind.confidence == 0.5 and "arguments not captured" in blind.reason and len(blind.repeated) == 2
     # the same calls without the failure in between: one agent doing its lookups twice is no reset
     twice = Run("twice").invoke().call("get_order", {"id": 1}, {"id": 1}).end_invocation()
     twice.invoke().call("get_order", {"id": 1}, {"id": 1}).answer("Order 1.").end_invocation()
@@ -311,6 +314,3 @@ def test_the_root_spans_agent_settles_the_settings() -> None:
     trace.add(root, 0.0)
     engine.observe(trace, root)
     assert engine.finish(trace) == {}  # classified again with the batch agents' settings
-    # arguments not captured: the same tools redone after the failure still show the work started over
-    blind = classify(run, content=False).findings["FM-2.1"]
-    assert blind.confidence == 0.5 and "arguments not captured" in blind.reason and len(blind.repeated) == 2
