@@ -43,6 +43,7 @@ class Trace:
     started_ns: int = 0  # earliest start and latest end of any step
     ended_ns: int = 0
     classifier: Any = None  # per-trace classifier state, owned by the engine
+    shared: dict[str, Any] = field(default_factory=dict)  # state detectors of the trace share, by name
     emitted: Any = None  # what the sinks were already told (live findings), owned by the processor
 
     def add(self, step: Step, now: float) -> None:

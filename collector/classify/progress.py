@@ -5,7 +5,6 @@ after it, the errors not yet resolved, and whether the model saw the last tool r
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, NamedTuple
 
 from ..assemble import Trace
@@ -147,9 +146,6 @@ def ending(p: Progress) -> Ending | None:
     return None
 
 
-_SHARED: weakref.WeakKeyDictionary[Trace, Progress] = weakref.WeakKeyDictionary()  # one per trace, for both
-
-
 class EndingDetector(Detector):
     """A detector judging how the run ended (FM-3.1 and FM-3.3 subclass it with their code)."""
 
@@ -157,9 +153,9 @@ class EndingDetector(Detector):
 
     def __init__(self, settings: Any, trace: Trace, tools: ToolClassifier | None = None) -> None:
         super().__init__(settings, trace, tools)
-        progress = _SHARED.get(trace)
+        progress = trace.shared.get("progress")
         if progress is None or self.code in progress.users:  # none yet, or the engine classifies the trace again
-            progress = _SHARED[trace] = Progress(self.tools)
+            progress = trace.shared["progress"] = Progress(self.tools)
         progress.users.add(self.code)
         self.progress = progress
         self.observe = progress.observe  # type: ignore[method-assign]  # fed straight: it returns no finding

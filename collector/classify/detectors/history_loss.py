@@ -7,7 +7,6 @@ back to the size of the conversation's first call is FM-2.1 (reset) instead."""
 
 from __future__ import annotations
 
-import weakref
 from typing import NamedTuple
 
 from pydantic import Field
@@ -79,9 +78,6 @@ class PromptSizes:
         return self.collapse
 
 
-_SHARED: weakref.WeakKeyDictionary[Trace, PromptSizes] = weakref.WeakKeyDictionary()  # one per trace
-
-
 class HistoryLoss(Detector):
     code = "FM-1.4"
     Settings = HistoryLossSettings
@@ -91,9 +87,9 @@ class HistoryLoss(Detector):
     def __init__(self, settings: HistoryLossSettings, trace: Trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
         limits = (settings.min_calls, settings.min_tokens, settings.drop_ratio)
-        sizes = _SHARED.get(trace)
+        sizes = trace.shared.get("prompt_sizes")
         if sizes is None or self.code in sizes.users:  # none yet, or the engine classifies the trace again
-            sizes = _SHARED[trace] = PromptSizes(limits)
+            sizes = trace.shared["prompt_sizes"] = PromptSizes(limits)
         elif sizes.limits != limits:  # settings of its own: a history of its own
             sizes = PromptSizes(limits)
         sizes.users.add(self.code)
