@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ..assemble import Trace
-from ..steps import Finding, Step, StepKind
+from ..steps import AGENT, LLM, TOOL, Finding, Step
 from .detector import Detector
 from .signals import (
     CONTENT,
@@ -53,11 +53,11 @@ class Progress:
         self.seen = step
         if step.limit is not None:
             self.limit = step
-        if step.kind is StepKind.LLM:
+        if step.kind is LLM:
             self.llm_calls += 1
             self.last_llm = step
             self.unseen_tool = False
-        elif step.kind is StepKind.TOOL:
+        elif step.kind is TOOL:
             self._tool(step)
 
     def _tool(self, step: Step) -> None:
@@ -149,7 +149,7 @@ def ending(p: Progress) -> Ending | None:
 class EndingDetector(Detector):
     """A detector judging how the run ended (FM-3.1 and FM-3.3 subclass it with their code)."""
 
-    kinds = frozenset({StepKind.TOOL, StepKind.LLM, StepKind.AGENT})  # agent spans: limits hit
+    kinds = frozenset({TOOL, LLM, AGENT})  # agent spans: limits hit
 
     def __init__(self, settings: Any, trace: Trace, tools: ToolClassifier | None = None) -> None:
         super().__init__(settings, trace, tools)

@@ -10,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..content import Content, fingerprint, preview
-from ..steps import Step, StepKind
+from ..steps import LLM, OTHER, Step
 from . import genai, langfuse, openinference, openllmetry, vercel
 from .limits import limit_hit
 
@@ -70,7 +70,7 @@ def normalize_span(span: SpanRecord) -> Step:
     for read in _readers(tuple(attrs)):
         read(attrs, name, draft)
     get = draft.get
-    kind = get("kind") or StepKind.OTHER
+    kind = get("kind") or OTHER
     step = Step(trace_id, span_id, parent_span_id, kind, _intern(name), start_ns, end_ns, _intern(service))
     if not draft:
         step.error = status_code == STATUS_ERROR
@@ -96,7 +96,7 @@ def normalize_span(span: SpanRecord) -> Step:
         step.output_fingerprint = fingerprint(" ".join(text.split()))
         step.output_chars = len(text)
         step.output_preview = preview(text)
-    if kind is StepKind.LLM:  # tokens from inference spans only: agent spans repeat their children's sums
+    if kind is LLM:  # tokens from inference spans only: agent spans repeat their children's sums
         step.input_tokens = _int(get("input_tokens"))
         step.output_tokens = _int(get("output_tokens"))
         step.cache_read_tokens = _int(get("cache_read_tokens"))

@@ -6,13 +6,13 @@ a tool call it had already made in the previous one (structure)."""
 
 from __future__ import annotations
 
-from ...steps import Finding, Step, StepKind
+from ...steps import LLM, TOOL, Finding, Step
 from .history_loss import HistoryLoss
 
 
 class ConversationReset(HistoryLoss):
     code = "FM-2.1"
-    kinds = frozenset({StepKind.LLM, StepKind.TOOL})
+    kinds = frozenset({LLM, TOOL})
     resets = True
 
     def __init__(self, settings, trace, tools=None) -> None:
@@ -23,7 +23,7 @@ class ConversationReset(HistoryLoss):
         self.agent: str | None = None  # of the last model call: the one that asked for the next tool calls
 
     def observe(self, step: Step) -> Finding | None:
-        if step.kind is StepKind.LLM:
+        if step.kind is LLM:
             self._switch(step)
             return super().observe(step)
         if self.found is not None or step.tool is None or step.args is None:

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from pydantic import Field
 
 from ...assemble import Trace
-from ...steps import Finding, Step, StepKind
+from ...steps import LLM, Finding, Step
 from ..detector import Detector, DetectorSettings
 
 
@@ -81,7 +81,7 @@ class PromptSizes:
 class HistoryLoss(Detector):
     code = "FM-1.4"
     Settings = HistoryLossSettings
-    kinds = frozenset({StepKind.LLM})
+    kinds = frozenset({LLM})
     resets = False  # FM-2.1 subclasses this with True: drops back to the first call's size
 
     def __init__(self, settings: HistoryLossSettings, trace: Trace, tools=None) -> None:

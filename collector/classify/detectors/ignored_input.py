@@ -6,7 +6,7 @@ in the span's status or error type, content when only the result text shows it."
 
 from __future__ import annotations
 
-from ...steps import Finding, Step, StepKind
+from ...steps import TOOL, Finding, Step
 from ..detector import Detector
 from ..signals import tool_error, transient
 from ..tools import ToolEffect
@@ -14,7 +14,7 @@ from ..tools import ToolEffect
 
 class IgnoredInput(Detector):
     code = "FM-2.5"
-    kinds = frozenset({StepKind.TOOL})
+    kinds = frozenset({TOOL})
 
     def __init__(self, settings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)

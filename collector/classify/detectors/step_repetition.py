@@ -16,7 +16,7 @@ from functools import cached_property
 
 from pydantic import Field
 
-from ...steps import Finding, Step, StepKind
+from ...steps import LLM, TOOL, Finding, Step
 from ..detector import Detector, DetectorSettings
 from ..signals import TOOL_CALL_FINISH
 from ..tools import Globs
@@ -44,7 +44,7 @@ class StepRepetitionSettings(DetectorSettings):
 class StepRepetition(Detector):
     code = "FM-1.3"
     Settings = StepRepetitionSettings
-    kinds = frozenset({StepKind.TOOL, StepKind.LLM})
+    kinds = frozenset({TOOL, LLM})
 
     def __init__(self, settings: StepRepetitionSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
@@ -71,9 +71,9 @@ class StepRepetition(Detector):
                 self._evidence.setdefault(step.span_id, None)
 
     def observe(self, step: Step) -> Finding | None:
-        if step.kind is StepKind.TOOL and step.tool is not None:
+        if step.kind is TOOL and step.tool is not None:
             return self._observe_tool(step)
-        if step.kind is StepKind.LLM and step.output_fingerprint is not None:
+        if step.kind is LLM and step.output_fingerprint is not None:
             return self._observe_output(step)
         return None
 

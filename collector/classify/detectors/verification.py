@@ -12,7 +12,7 @@ from functools import cached_property
 
 from pydantic import Field
 
-from ...steps import Finding, Step, StepKind
+from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector, DetectorSettings
 from ..signals import CONTENT, STRUCTURE, TOOL_CALL_FINISH, acknowledged_only, tool_error
 from ..tools import Globs, ToolEffect
@@ -35,7 +35,7 @@ class VerificationSettings(DetectorSettings):
 class Verification(Detector):
     code = "FM-3.2"
     Settings = VerificationSettings
-    kinds = frozenset({StepKind.TOOL, StepKind.LLM, StepKind.AGENT})  # model and agent steps: stopped from outside
+    kinds = frozenset({TOOL, LLM, AGENT})  # model and agent steps: stopped from outside
 
     def __init__(self, settings: VerificationSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
@@ -48,7 +48,7 @@ class Verification(Detector):
     def observe(self, step: Step) -> Finding | None:
         if step.limit is not None:
             self.stopped = True
-        if step.kind is StepKind.LLM:
+        if step.kind is LLM:
             self._asked, self._unseen = not TOOL_CALL_FINISH.isdisjoint(step.finish_reasons), False
             return None
         tool = step.tool
