@@ -20,7 +20,7 @@ from .signals import (
     transient,
     unhealthy,
 )
-from .tools import ToolClassifier, ToolEffect
+from .tools import READ_ONLY, STATE_CHANGING, ToolClassifier
 
 
 class Progress:
@@ -72,12 +72,12 @@ class Progress:
             self.error_known = key in self.failures and before is not self.error  # not a retry in a row
             self.failures.add(key)
             self.error, self.error_basis = step, basis
-            if self.write is not None and effect is not ToolEffect.STATE_CHANGING:
+            if self.write is not None and effect is not STATE_CHANGING:
                 self.failed_check, self.failed_check_basis = step, basis
             return
         if self.error is not None and self.error.tool == step.tool:
             self.error = self.error_basis = None  # the failed call was redone and passed
-        if effect is ToolEffect.STATE_CHANGING:
+        if effect is STATE_CHANGING:
             self.write, self.checks_after_write = step, 0
             self.failed_check = self.failed_check_basis = None
         elif self.write is not None:
@@ -129,7 +129,7 @@ def ending(p: Progress) -> Ending | None:
                           f"final answer claims success ({llm.output_preview!r}) right after {last.tool} failed")
         if p.error_known:
             return None  # the same failure was met before and the run went on: this one stopped nothing
-        refused = not transient(last) and p.tools.effect(last.tool) is not ToolEffect.READ_ONLY
+        refused = not transient(last) and p.tools.effect(last.tool) is not READ_ONLY
         if llm.output_preview is not None:  # the answer is known and claims nothing
             if refused and explains_failure(llm):
                 return None  # a change refused for good (a rule, an expired card), and the user was told why

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ...steps import TOOL, Finding, Step
 from ..detector import Detector
 from ..signals import tool_error, transient
-from ..tools import ToolEffect
+from ..tools import STATE_CHANGING
 
 
 class IgnoredInput(Detector):
@@ -26,7 +26,7 @@ class IgnoredInput(Detector):
         if self.found is not None or step.tool is None:
             return None
         failed, self.failed = self.failed, None
-        writes = self.tools.effect(step.tool) is ToolEffect.STATE_CHANGING
+        writes = self.tools.effect(step.tool) is STATE_CHANGING
         if failed is not None and writes and step.tool != failed.tool and not self.tools.is_final(step.tool):
             self.found = Finding(self.code, 0.7, [failed.span_id, step.span_id],
                                  f"{failed.tool} failed and the agent went on to {step.tool} as if it had worked",

@@ -15,7 +15,7 @@ from pydantic import Field
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector, DetectorSettings
 from ..signals import CONTENT, STRUCTURE, TOOL_CALL_FINISH, acknowledged_only, tool_error
-from ..tools import Globs, ToolEffect
+from ..tools import STATE_CHANGING, Globs
 
 # Operations whose own result does not show the state they lead to (a file write's result does).
 NEEDS_CHECK = ["*deploy*", "*restart*", "*rollout*", "*rollback*", "*reboot*", "*apply*", "*scale*", "*migrate*",
@@ -55,7 +55,7 @@ class Verification(Detector):
         if tool is None:
             return None
         self._unseen = self._asked
-        if self.tools.effect(tool) is ToolEffect.STATE_CHANGING:
+        if self.tools.effect(tool) is STATE_CHANGING:
             if tool_error(step) is not None:
                 return None  # a failed change: FM-3.1 / FM-3.3 territory
             if self.settings.needs_check_globs(tool):
