@@ -24,8 +24,10 @@ class ConversationReset(HistoryLoss):
 
     def observe(self, step: Step) -> Finding | None:
         if step.kind is LLM:
-            self._switch(step)
-            return super().observe(step)
+            self.agent = step.agent
+            if step.conversation_id is not None:
+                self._switch(step)
+            return HistoryLoss.observe(self, step)
         if self.found is not None or step.tool is None or step.args is None:
             return None
         agent = self.agent
@@ -40,10 +42,7 @@ class ConversationReset(HistoryLoss):
         return None
 
     def _switch(self, step: Step) -> None:
-        self.agent = step.agent
         conversation = step.conversation_id
-        if conversation is None:
-            return
         known = self.conversation.setdefault(step.agent, conversation)
         if known != conversation:
             self.conversation[step.agent] = conversation
