@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .steps import Step, StepKind, end_time
+from .steps import LLM, TOOL, Step, end_time
 
 COMPLETE = "complete"
 MAX_SPANS = "max_spans"
@@ -43,6 +43,7 @@ class Trace:
     started_ns: int = 0  # earliest start and latest end of any step
     ended_ns: int = 0
     classifier: Any = None  # per-trace classifier state, owned by the engine
+    shared: dict[str, Any] = field(default_factory=dict)  # state detectors of the trace share, by name
     emitted: Any = None  # what the sinks were already told (live findings), owned by the processor
 
     def add(self, step: Step, now: float) -> None:
@@ -53,13 +54,13 @@ class Trace:
             self.ended_ns = step.end_ns
         steps.append(step)
         kind = step.kind
-        if kind is StepKind.LLM or kind is StepKind.TOOL:
+        if kind is LLM or kind is TOOL:
             if step.start_ns < self._last_start:
                 self.in_order = False
             self._last_start = step.start_ns
-            if kind is StepKind.TOOL:
+            if kind is TOOL:
                 self.tool_calls += 1
-        if kind is StepKind.LLM:
+        if kind is LLM:
             if self.llm_steps and step.end_ns < self.llm_steps[-1].end_ns:
                 bisect.insort(self.llm_steps, step, key=end_time)
             else:

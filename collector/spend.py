@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from genai_prices import Usage, calc_price
 from genai_prices.types import TieredPrices
 
-from .steps import Step, StepKind, end_time
+from .steps import LLM, Step, end_time
 
 log = logging.getLogger(__name__)
 MTOK = 1_000_000
@@ -112,7 +112,7 @@ class Pricer:
 def producer(step: Step, llm_steps: list[Step]) -> Step | None:
     """The model call that produced a step: itself for an inference, for a tool call the latest
     inference that ended before it started (`llm_steps` is in end order), preferring the same parent."""
-    if step.kind is StepKind.LLM:
+    if step.kind is LLM:
         return step
     i = bisect.bisect_right(llm_steps, step.start_ns, key=end_time)
     if i == 0:

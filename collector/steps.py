@@ -15,6 +15,11 @@ class StepKind(enum.IntEnum):
     OTHER = 4
 
 
+# The kinds as plain names for code that compares them on every step: on Python 3.11 a member looked up on its
+# enum class goes through EnumType.__getattr__, several times slower than a global.
+LLM, TOOL, AGENT, OTHER = StepKind.LLM, StepKind.TOOL, StepKind.AGENT, StepKind.OTHER
+
+
 @dataclass(slots=True)
 class Step:
     """A normalised span. Content is only ever kept as a fingerprint or a short preview."""

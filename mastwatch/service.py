@@ -15,6 +15,9 @@ from mastwatch.exporter.prometheus import JudgeMetrics, PrometheusExporter
 from mastwatch.exporter.store import StoreExporter
 
 log = logging.getLogger(__name__)
+# Buffered traces are many long-lived objects: the young generation is collected less often
+# (benchmarks/processor.py measures with the same thresholds).
+GC_THRESHOLDS = (50_000, 20, 100)
 
 
 class Service:
@@ -46,10 +49,8 @@ class Service:
         self._stopped = threading.Event()
 
     def start(self) -> None:
-        # Buffered traces are many long-lived objects: collect the young generation less often, and leave
-        # what start-up created out of every collection.
-        gc.set_threshold(50_000, 20, 100)
-        gc.freeze()
+        gc.set_threshold(*GC_THRESHOLDS)
+        gc.freeze()  # what start-up created is left out of every collection
         self.metrics_address = self.prometheus.start()
         if self.judge:
             self.judge.start()

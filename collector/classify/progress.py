@@ -5,11 +5,10 @@ after it, the errors not yet resolved, and whether the model saw the last tool r
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, NamedTuple
 
 from ..assemble import Trace
-from ..steps import Finding, Step, StepKind
+from ..steps import AGENT, LLM, TOOL, Finding, Step
 from .detector import Detector
 from .signals import (
     CONTENT,
@@ -21,7 +20,7 @@ from .signals import (
     transient,
     unhealthy,
 )
-from .tools import ToolClassifier, ToolEffect
+from .tools import READ_ONLY, STATE_CHANGING, ToolClassifier
 
 
 class Progress:
@@ -55,7 +54,7 @@ class Progress:
         self.seen = step
         if step.limit is not None:
             self.limit = step
-        if step.kind is StepKind.LLM:
+        if step.kind is LLM:
             self.llm_calls += 1
             self.last_llm = step
             self.unseen_tool = False
@@ -63,7 +62,7 @@ class Progress:
             if error is not None and error is self.last_tool and self.explained is not error and \
                     explains_failure(step):
                 self.explained = error
-        elif step.kind is StepKind.TOOL:
+        elif step.kind is TOOL:
             self._tool(step)
 
     def _tool(self, step: Step) -> None:
@@ -78,12 +77,12 @@ class Progress:
             self.error_known = key in self.failures and before is not self.error  # not a retry in a row
             self.failures.add(key)
             self.error, self.error_basis = step, basis
-            if self.write is not None and effect is not ToolEffect.STATE_CHANGING:
+            if self.write is not None and effect is not STATE_CHANGING:
                 self.failed_check, self.failed_check_basis = step, basis
             return
         if self.error is not None and self.error.tool == step.tool:
             self.error = self.error_basis = None  # the failed call was redone and passed
-        if effect is ToolEffect.STATE_CHANGING:
+        if effect is STATE_CHANGING:
             self.write, self.checks_after_write = step, 0
             self.failed_check = self.failed_check_basis = None
         elif self.write is not None:
@@ -136,12 +135,12 @@ def ending(p: Progress) -> Ending | None:
     if p.error is last and p.answered:
         if claim:
             ignored = last if p.failed_check is not last and not transient(last) and \
-                p.tools.effect(last.tool) is not ToolEffect.READ_ONLY else None
+                p.tools.effect(last.tool) is not READ_ONLY else None
             return Ending("FM-3.3", 0.85, CONTENT, [last, llm], f"final answer claims success "
                           f"({llm.output_preview!r}) right after {last.tool} failed", ignored)
         if p.error_known:
             return None  # the same failure was met before and the run went on: this one stopped nothing
-        refused = not transient(last) and p.tools.effect(last.tool) is not ToolEffect.READ_ONLY
+        refused = not transient(last) and p.tools.effect(last.tool) is not READ_ONLY
         if llm.output_preview is not None:  # the answer is known and claims nothing
             if refused and p.explained is last:
                 return None  # a change refused for good (a rule, an expired card), and the user was told why
@@ -156,20 +155,18 @@ def ending(p: Progress) -> Ending | None:
         return Ending("FM-3.3", 0.8, CONTENT, [p.write, p.failed_check, llm],
                       f"final answer claims success while the check {p.failed_check.tool} of {p.write.tool} failed")
     error = p.error
-    if claim and error is not None and not transient(error) and p.tools.effect(error.tool) is not ToolEffect.READ_ONLY:
+    if claim and error is not None and not transient(error) and p.tools.effect(error.tool) is not READ_ONLY:
         return Ending("FM-3.3", 0.7, CONTENT, [error, llm],
                       f"final answer claims success while {error.tool} failed and was never redone", error)
     return None
 
 
-_SHARED: weakref.WeakKeyDictionary[Trace, Progress] = weakref.WeakKeyDictionary()  # one per trace, for all
-
-
 def shared_progress(detector: Detector) -> Progress:
     """The trace's Progress, shared by the detectors that judge its ending (each feeds it; it counts a step once)."""
-    progress = _SHARED.get(detector.trace)
+    shared = detector.trace.shared
+    progress = shared.get("progress")
     if progress is None or detector.code in progress.users:  # none yet, or the engine classifies the trace again
-        progress = _SHARED[detector.trace] = Progress(detector.tools)
+        progress = shared["progress"] = Progress(detector.tools)
     progress.users.add(detector.code)
     return progress
 
@@ -177,7 +174,7 @@ def shared_progress(detector: Detector) -> Progress:
 class EndingDetector(Detector):
     """A detector judging how the run ended (FM-3.1 and FM-3.3 subclass it with their code)."""
 
-    kinds = frozenset({StepKind.TOOL, StepKind.LLM, StepKind.AGENT})  # agent spans: limits hit
+    kinds = frozenset({TOOL, LLM, AGENT})  # agent spans: limits hit
 
     def __init__(self, settings: Any, trace: Trace, tools: ToolClassifier | None = None) -> None:
         super().__init__(settings, trace, tools)

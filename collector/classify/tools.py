@@ -20,6 +20,10 @@ class ToolEffect(enum.IntEnum):
     STATE_CHANGING = 2
 
 
+# As globals for per-step checks (see steps.LLM).
+UNKNOWN, READ_ONLY, STATE_CHANGING = ToolEffect.UNKNOWN, ToolEffect.READ_ONLY, ToolEffect.STATE_CHANGING
+
+
 READ_VERBS = frozenset({
     "get", "list", "search", "read", "find", "check", "describe", "show", "view", "fetch", "query", "lookup",
     "look", "inspect", "count", "status", "cat", "ls", "grep", "head", "tail", "open", "verify", "validate",
@@ -105,7 +109,7 @@ class ToolClassifier:
 
     def effect(self, tool: str | None) -> ToolEffect:
         if tool is None:
-            return ToolEffect.UNKNOWN
+            return UNKNOWN
         known = self._known.get(tool)
         if known is None:
             known = self._classify(tool)

@@ -20,7 +20,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..content import PREVIEW_CHARS, Content, fingerprint, preview
-from ..steps import Step, StepKind
+from ..steps import LLM, OTHER, TOOL, Step
 from . import genai, langfuse, openinference, openllmetry, vercel
 from .attributes import EXCEPTION_ESCAPED, EXCEPTION_MESSAGE, EXCEPTION_TYPE, STATUS_DESCRIPTION
 from .limits import LIMIT_TEXT, limit_hit
@@ -97,7 +97,7 @@ def _failure(step: Step, attrs: dict[str, Any], status_error: bool, error_type: 
         message = attrs.get(STATUS_DESCRIPTION)
     if type(message) is str and message:
         step.error_message = message = message[:PREVIEW_CHARS]
-        if step.limit is None and step.kind is not StepKind.TOOL and LIMIT_TEXT.search(message):
+        if step.limit is None and step.kind is not TOOL and LIMIT_TEXT.search(message):
             step.limit = message
 
 
@@ -107,7 +107,7 @@ def normalize_span(span: SpanRecord) -> Step:
     for read in _readers(tuple(attrs)):
         read(attrs, name, draft)
     get = draft.get
-    kind = get("kind") or StepKind.OTHER
+    kind = get("kind") or OTHER
     step = Step(trace_id, span_id, parent_span_id, kind, _intern(name), start_ns, end_ns, _intern(service))
     if not draft:
         if status_code == STATUS_ERROR or EXCEPTION_TYPE in attrs:
@@ -132,7 +132,7 @@ def normalize_span(span: SpanRecord) -> Step:
         step.output_fingerprint = fingerprint(" ".join(text.split()))
         step.output_chars = len(text)
         step.output_preview = preview(text)
-    if kind is StepKind.LLM:  # tokens from inference spans only: agent spans repeat their children's sums
+    if kind is LLM:  # tokens from inference spans only: agent spans repeat their children's sums
         step.input_tokens = _int(get("input_tokens"))
         step.output_tokens = _int(get("output_tokens"))
         step.cache_read_tokens = _int(get("cache_read_tokens"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..content import as_json
-from ..steps import StepKind
+from ..steps import AGENT, LLM, OTHER, TOOL, StepKind
 
 LLM_OPERATIONS = frozenset({"chat", "generate_content", "text_completion", "completion",
                             "call_llm"})  # call_llm: any-agent
@@ -30,16 +30,16 @@ MARKERS = frozenset({"gen_ai.operation.name", "gen_ai.system", "gen_ai.provider.
                      "gen_ai.usage.input_tokens"})  # a span with any of these is read by this module
 
 
-_KINDS = {**dict.fromkeys(LLM_OPERATIONS, StepKind.LLM), **dict.fromkeys(TOOL_OPERATIONS, StepKind.TOOL),
-          **dict.fromkeys(AGENT_OPERATIONS, StepKind.AGENT)}
+_KINDS = {**dict.fromkeys(LLM_OPERATIONS, LLM), **dict.fromkeys(TOOL_OPERATIONS, TOOL),
+          **dict.fromkeys(AGENT_OPERATIONS, AGENT)}
 
 
 def _kind(op: str | None, attrs: dict[str, Any]) -> StepKind | None:
     if op is not None:
-        return _KINDS.get(op, StepKind.OTHER)
+        return _KINDS.get(op, OTHER)
     if "gen_ai.request.model" in attrs:
-        return StepKind.LLM
-    return StepKind.TOOL if "gen_ai.tool.name" in attrs else None
+        return LLM
+    return TOOL if "gen_ai.tool.name" in attrs else None
 
 
 def _output_text(messages: Any) -> str | None:
@@ -86,7 +86,7 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
         draft.setdefault("model", str(model))
     if (provider := get("gen_ai.provider.name") or get("gen_ai.system")) is not None:
         draft.setdefault("provider", str(provider))
-    if kind is not StepKind.LLM and kind is not StepKind.AGENT:  # a tool call, or not known yet
+    if kind is not LLM and kind is not AGENT:  # a tool call, or not known yet
         if (tool := get("gen_ai.tool.name")) is not None:
             draft.setdefault("tool", str(tool))
         elif op in TOOL_OPERATIONS:  # the span name is `execute_tool {name}`, or just the tool's name (langsmith)
@@ -101,17 +101,17 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
             if (result := get(key)) is not None:
                 draft.setdefault("result", result)
                 break
-        if kind is StepKind.TOOL and "openinference.span.kind" not in attrs:  # koog: OpenInference I/O names only
+        if kind is TOOL and "openinference.span.kind" not in attrs:  # koog: OpenInference I/O names only
             if (args := get("input.value")) is not None:
                 draft.setdefault("args", args)
             if (result := get("output.value", get("gen_ai.output"))) is not None:  # gen_ai.output: any-agent
                 draft.setdefault("result", result)
-    if kind is not StepKind.TOOL and kind is not StepKind.AGENT:  # a model call, or not known yet
+    if kind is not TOOL and kind is not AGENT:  # a model call, or not known yet
         messages = get("gen_ai.output.messages")
         output = _output_text(messages) if messages is not None else None
         if output is None:
             output = _legacy_completion(attrs)
-        if output is None and kind is StepKind.LLM and isinstance(get("gen_ai.output"), str):  # any-agent
+        if output is None and kind is LLM and isinstance(get("gen_ai.output"), str):  # any-agent
             output = get("gen_ai.output")
         if output is not None:
             draft.setdefault("output", output)

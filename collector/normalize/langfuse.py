@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..content import as_json
-from ..steps import StepKind
+from ..steps import AGENT, LLM, OTHER, TOOL
 
-KINDS = {"generation": StepKind.LLM, "tool": StepKind.TOOL, "agent": StepKind.AGENT, "chain": StepKind.AGENT}
+KINDS = {"generation": LLM, "tool": TOOL, "agent": AGENT, "chain": AGENT}
 _OBS = "langfuse.observation."
 
 
@@ -69,17 +69,17 @@ def _message_text(output: Any) -> tuple[str | None, bool]:
 def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
     get = attrs.get
     obs_type = str(get(_OBS + "type", "")).lower()
-    kind = KINDS.get(obs_type, StepKind.OTHER)
+    kind = KINDS.get(obs_type, OTHER)
     output = get(_OBS + "output")
-    message = _tool_message(output) if kind is StepKind.OTHER and obs_type == "span" else None
+    message = _tool_message(output) if kind is OTHER and obs_type == "span" else None
     if message is not None:
-        kind = StepKind.TOOL
+        kind = TOOL
     draft.setdefault("kind", kind)
     if (model := get(_OBS + "model.name")) is not None:
         draft.setdefault("model", str(model))
     if (provider := get(_OBS + "metadata.ls_provider")) is not None:
         draft.setdefault("provider", str(provider))
-    if kind is StepKind.TOOL:
+    if kind is TOOL:
         draft.setdefault("tool", str(message.get("name") or name) if message else name)
         if message and message.get("tool_call_id") is not None:
             draft.setdefault("tool_call_id", str(message["tool_call_id"]))
@@ -88,7 +88,7 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
         result = message.get("content") if message else output
         if result is not None:
             draft.setdefault("result", result)
-    elif kind is StepKind.LLM:
+    elif kind is LLM:
         for field, value in _usage(get(_OBS + "usage_details")).items():
             draft.setdefault(field, value)
         text, calls_tools = _message_text(output)
@@ -96,7 +96,7 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
             draft.setdefault("output", text)
         if calls_tools:
             draft.setdefault("finish_reasons", ["tool_calls"])
-    elif kind is StepKind.AGENT and obs_type == "agent":
+    elif kind is AGENT and obs_type == "agent":
         draft.setdefault("agent", name)
     if str(get(_OBS + "level", "")).upper() == "ERROR":
         draft.setdefault("error_type", "_OTHER")

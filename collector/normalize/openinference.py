@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..steps import StepKind
+from ..steps import AGENT, LLM, OTHER, TOOL
 
-KINDS = {"LLM": StepKind.LLM, "TOOL": StepKind.TOOL, "AGENT": StepKind.AGENT, "CHAIN": StepKind.AGENT}
+KINDS = {"LLM": LLM, "TOOL": TOOL, "AGENT": AGENT, "CHAIN": AGENT}
 
 
 MARKERS = frozenset({"openinference.span.kind"})  # a span with any of these is read by this module
@@ -37,21 +37,21 @@ def _beeai_event(attrs: dict[str, Any], name: str) -> tuple[str, str] | None:
 
 def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
     get = attrs.get
-    kind = KINDS.get(str(get("openinference.span.kind", "")).upper(), StepKind.OTHER)
+    kind = KINDS.get(str(get("openinference.span.kind", "")).upper(), OTHER)
     event = _beeai_event(attrs, name)
-    if event is not None and (kind is StepKind.AGENT or event[1] != "start"):
-        kind = StepKind.OTHER  # a call is its start event; agent.react.* events are iterations, not invocations
+    if event is not None and (kind is AGENT or event[1] != "start"):
+        kind = OTHER  # a call is its start event; agent.react.* events are iterations, not invocations
     draft.setdefault("kind", kind)
     if (agent := get("agent.name")) is not None:
         draft.setdefault("agent", str(agent))
-    elif kind is StepKind.AGENT and get("openinference.span.kind") == "AGENT":
+    elif kind is AGENT and get("openinference.span.kind") == "AGENT":
         draft.setdefault("agent", get("graph.node.name") or name)
     model = get("llm.response.model_name") or get("llm.model_name") or get("llm.request.model_name")
     if model is not None:
         draft.setdefault("model", str(model))
     if (provider := get("llm.provider") or get("llm.system")) is not None:
         draft.setdefault("provider", str(provider))
-    if kind is StepKind.TOOL:
+    if kind is TOOL:
         if (tool := get("tool.name")) is not None:
             draft.setdefault("tool", str(tool))
         elif event is not None:  # tool.search.wikipedia.start -> search.wikipedia
@@ -67,7 +67,7 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
             draft.setdefault("args", args)
         if (result := get("output.value")) is not None:
             draft.setdefault("result", result)
-    if kind is StepKind.LLM:
+    if kind is LLM:
         output = _output_messages(attrs) or get("output.value")
         if output is not None:
             draft.setdefault("output", str(output))

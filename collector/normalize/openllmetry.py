@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..steps import StepKind
+from ..steps import AGENT, LLM, OTHER, TOOL
 
-KINDS = {"tool": StepKind.TOOL, "agent": StepKind.AGENT, "workflow": StepKind.AGENT, "task": StepKind.OTHER}
+KINDS = {"tool": TOOL, "agent": AGENT, "workflow": AGENT, "task": OTHER}
 LLM_REQUEST_TYPES = frozenset({"chat", "completion"})
 
 
@@ -19,7 +19,7 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
     get = attrs.get
     span_kind = get("traceloop.span.kind")
     if get("llm.request.type") in LLM_REQUEST_TYPES:
-        draft.setdefault("kind", StepKind.LLM)
+        draft.setdefault("kind", LLM)
     elif span_kind in KINDS:
         draft.setdefault("kind", KINDS[span_kind])
     entity = get("traceloop.entity.name")

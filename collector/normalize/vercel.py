@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..steps import StepKind
+from ..steps import AGENT, LLM, OTHER, TOOL
 
 LLM_OPERATIONS = frozenset({"ai.generateText.doGenerate", "ai.streamText.doStream",
                             "ai.generateObject.doGenerate", "ai.streamObject.doStream"})
@@ -19,13 +19,13 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
     get = attrs.get
     op = get("ai.operationId")
     if op in LLM_OPERATIONS:
-        draft.setdefault("kind", StepKind.LLM)
+        draft.setdefault("kind", LLM)
     elif op == "ai.toolCall":
-        draft.setdefault("kind", StepKind.TOOL)
+        draft.setdefault("kind", TOOL)
     elif op in AGENT_OPERATIONS:
-        draft.setdefault("kind", StepKind.AGENT)
+        draft.setdefault("kind", AGENT)
     else:
-        draft.setdefault("kind", StepKind.OTHER)
+        draft.setdefault("kind", OTHER)
     if (agent := get("ai.telemetry.functionId")) is not None:
         draft.setdefault("agent", str(agent))
     if (model := get("ai.response.model") or get("ai.model.id")) is not None:

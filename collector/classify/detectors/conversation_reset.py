@@ -10,13 +10,13 @@ Signals (structure):
 
 from __future__ import annotations
 
-from ...steps import Finding, Step, StepKind
+from ...steps import AGENT, LLM, TOOL, Finding, Step
 from .history_loss import HistoryLoss
 
 
 class ConversationReset(HistoryLoss):
     code = "FM-2.1"
-    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.AGENT})
+    kinds = frozenset({LLM, TOOL, AGENT})
     resets = True
 
     def __init__(self, settings, trace, tools=None) -> None:
@@ -32,16 +32,18 @@ class ConversationReset(HistoryLoss):
         self.repeated: list[Step] = []  # calls redone after it (append-only: the processor accounts for them)
 
     def observe(self, step: Step) -> Finding | None:
-        if step.kind is StepKind.AGENT:  # ends after its calls (live), or starts before them (classified again)
+        if step.kind is AGENT:  # ends after its calls (live), or starts before them (classified again)
             calls = self.calls_under.pop(step.span_id, None)
             if step.error:
                 self.failed_invocations[step.span_id] = step
                 for call in calls or ():
                     self._failed_call(call, step)
             return None
-        if step.kind is StepKind.LLM:
-            self._switch(step)
-            return super().observe(step)
+        if step.kind is LLM:
+            self.agent = step.agent
+            if step.conversation_id is not None:
+                self._switch(step)
+            return HistoryLoss.observe(self, step)
         if step.tool is None:
             return None
         invocation = self.failed_invocations.get(step.parent_span_id)
@@ -88,10 +90,7 @@ class ConversationReset(HistoryLoss):
         return self.found
 
     def _switch(self, step: Step) -> None:
-        self.agent = step.agent
         conversation = step.conversation_id
-        if conversation is None:
-            return
         known = self.conversation.setdefault(step.agent, conversation)
         if known != conversation:
             self.conversation[step.agent] = conversation

@@ -7,13 +7,12 @@ back to the size of the conversation's first call is FM-2.1 (reset) instead."""
 
 from __future__ import annotations
 
-import weakref
 from typing import NamedTuple
 
 from pydantic import Field
 
 from ...assemble import Trace
-from ...steps import Finding, Step, StepKind
+from ...steps import LLM, Finding, Step
 from ..detector import Detector, DetectorSettings
 
 
@@ -79,21 +78,18 @@ class PromptSizes:
         return self.collapse
 
 
-_SHARED: weakref.WeakKeyDictionary[Trace, PromptSizes] = weakref.WeakKeyDictionary()  # one per trace
-
-
 class HistoryLoss(Detector):
     code = "FM-1.4"
     Settings = HistoryLossSettings
-    kinds = frozenset({StepKind.LLM})
+    kinds = frozenset({LLM})
     resets = False  # FM-2.1 subclasses this with True: drops back to the first call's size
 
     def __init__(self, settings: HistoryLossSettings, trace: Trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
         limits = (settings.min_calls, settings.min_tokens, settings.drop_ratio)
-        sizes = _SHARED.get(trace)
+        sizes = trace.shared.get("prompt_sizes")
         if sizes is None or self.code in sizes.users:  # none yet, or the engine classifies the trace again
-            sizes = _SHARED[trace] = PromptSizes(limits)
+            sizes = trace.shared["prompt_sizes"] = PromptSizes(limits)
         elif sizes.limits != limits:  # settings of its own: a history of its own
             sizes = PromptSizes(limits)
         sizes.users.add(self.code)

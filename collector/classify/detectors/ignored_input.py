@@ -6,16 +6,16 @@ in the span's status or error type, content when only the result text shows it."
 
 from __future__ import annotations
 
-from ...steps import Finding, Step, StepKind
+from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..progress import ending, shared_progress
 from ..signals import CONTENT, tool_error, transient
-from ..tools import ToolEffect
+from ..tools import STATE_CHANGING
 
 
 class IgnoredInput(Detector):
     code = "FM-2.5"
-    kinds = frozenset({StepKind.TOOL, StepKind.LLM, StepKind.AGENT})  # the ending: model answers, limits hit
+    kinds = frozenset({TOOL, LLM, AGENT})  # the ending: model answers, limits hit
 
     def __init__(self, settings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
@@ -29,7 +29,7 @@ class IgnoredInput(Detector):
         if self.found is not None or step.tool is None:
             return None
         failed, self.failed = self.failed, None
-        writes = self.tools.effect(step.tool) is ToolEffect.STATE_CHANGING
+        writes = self.tools.effect(step.tool) is STATE_CHANGING
         if failed is not None and writes and step.tool != failed.tool and not self.tools.is_final(step.tool):
             self.found = Finding(self.code, 0.7, [failed.span_id, step.span_id],
                                  f"{failed.tool} failed and the agent went on to {step.tool} as if it had worked",

@@ -6,14 +6,14 @@ that just failed."""
 
 from __future__ import annotations
 
-from ...steps import Finding, Step, StepKind
+from ...steps import LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..signals import stated_tool, states_change, tool_error
 
 
 class ReasoningAction(Detector):
     code = "FM-2.6"
-    kinds = frozenset({StepKind.LLM, StepKind.TOOL})
+    kinds = frozenset({LLM, TOOL})
 
     def __init__(self, settings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
@@ -24,7 +24,7 @@ class ReasoningAction(Detector):
     def observe(self, step: Step) -> Finding | None:
         if self.found is not None:
             return None
-        if step.kind is StepKind.LLM:
+        if step.kind is LLM:
             self.said = step if step.output_preview else None
             return None
         if step.tool is None:

@@ -10,7 +10,7 @@ import fnmatch
 
 from pydantic import Field
 
-from ...steps import Finding, Step, StepKind
+from ...steps import LLM, TOOL, Finding, Step
 from ..detector import Detector, DetectorSettings
 
 
@@ -23,7 +23,7 @@ class RoleSettings(DetectorSettings):
 class Role(Detector):
     code = "FM-1.2"
     Settings = RoleSettings
-    kinds = frozenset({StepKind.TOOL, StepKind.LLM})
+    kinds = frozenset({TOOL, LLM})
 
     def __init__(self, settings: RoleSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
@@ -31,7 +31,7 @@ class Role(Detector):
         self.found: Finding | None = None
 
     def observe(self, step: Step) -> Finding | None:
-        if step.kind is StepKind.LLM:
+        if step.kind is LLM:
             self.agent = step.agent or self.agent
             return None
         agent = step.agent or self.agent

@@ -17,7 +17,7 @@ from functools import cached_property
 
 from pydantic import Field
 
-from ...steps import Finding, Step, StepKind
+from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector, DetectorSettings
 from ..signals import TOOL_CALL_FINISH
 from ..tools import Globs
@@ -45,7 +45,7 @@ class StepRepetitionSettings(DetectorSettings):
 class StepRepetition(Detector):
     code = "FM-1.3"
     Settings = StepRepetitionSettings
-    kinds = frozenset({StepKind.TOOL, StepKind.LLM, StepKind.AGENT})  # agent steps: invocations that failed
+    kinds = frozenset({TOOL, LLM, AGENT})  # agent steps: invocations that failed
 
     def __init__(self, settings: StepRepetitionSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
@@ -78,7 +78,7 @@ class StepRepetition(Detector):
                 self._evidence.setdefault(step.span_id, None)
 
     def observe(self, step: Step) -> Finding | None:
-        if step.kind is StepKind.AGENT:
+        if step.kind is AGENT:
             if step.error:
                 self._failed_invocations.add(step.span_id)
             return None
@@ -86,9 +86,9 @@ class StepRepetition(Detector):
             if self._parent in self._failed_invocations:
                 self._start_over()
             self._parent = step.parent_span_id
-        if step.kind is StepKind.TOOL and step.tool is not None:
+        if step.kind is TOOL and step.tool is not None:
             return self._observe_tool(step)
-        if step.kind is StepKind.LLM and step.output_fingerprint is not None:
+        if step.kind is LLM and step.output_fingerprint is not None:
             return self._observe_output(step)
         return None
 

@@ -11,7 +11,7 @@ from functools import cached_property
 
 from pydantic import Field
 
-from ...steps import Finding, Step, StepKind
+from ...steps import LLM, TOOL, Finding, Step
 from ..detector import Detector, DetectorSettings
 from ..signals import TOOL_CALL_FINISH
 from ..tools import Globs
@@ -30,7 +30,7 @@ class TaskSpecificationSettings(DetectorSettings):
 class TaskSpecification(Detector):
     code = "FM-1.1"
     Settings = TaskSpecificationSettings
-    kinds = frozenset({StepKind.TOOL, StepKind.LLM})
+    kinds = frozenset({TOOL, LLM})
 
     def __init__(self, settings: TaskSpecificationSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
@@ -38,7 +38,7 @@ class TaskSpecification(Detector):
         self.found: Finding | None = None
 
     def observe(self, step: Step) -> Finding | None:
-        if step.kind is StepKind.LLM:
+        if step.kind is LLM:
             if step.finish_reasons and TOOL_CALL_FINISH.isdisjoint(step.finish_reasons):
                 self.asked = True
             return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ...steps import Finding, Step, StepKind
+from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector, DetectorSettings
 from ..signals import CONTENT, STRUCTURE, TOOL_CALL_FINISH, limit_text
 
@@ -25,7 +25,7 @@ class TerminationSettings(DetectorSettings):
 class Termination(Detector):
     code = "FM-1.5"
     Settings = TerminationSettings
-    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.AGENT})  # limits are raised by any of these
+    kinds = frozenset({LLM, TOOL, AGENT})  # limits are raised by any of these
 
     def __init__(self, settings: TerminationSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
@@ -36,11 +36,11 @@ class Termination(Detector):
     def observe(self, step: Step) -> Finding | None:
         kind = step.kind
         final_output = False
-        if kind is StepKind.LLM:
+        if kind is LLM:
             final_output = TOOL_CALL_FINISH.isdisjoint(step.finish_reasons)
             self.asked = None if final_output else step
             self.unseen = None
-        elif kind is StepKind.TOOL and self.asked is not None:
+        elif kind is TOOL and self.asked is not None:
             self.unseen = step
         if self.found is not None and self.found.basis == STRUCTURE:
             return None

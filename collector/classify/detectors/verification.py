@@ -12,10 +12,10 @@ from functools import cached_property
 
 from pydantic import Field
 
-from ...steps import Finding, Step, StepKind
+from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector, DetectorSettings
 from ..signals import CONTENT, STRUCTURE, TOOL_CALL_FINISH, acknowledged_only, tool_error
-from ..tools import Globs, ToolEffect
+from ..tools import STATE_CHANGING, Globs
 
 # Operations whose own result does not show the state they lead to: operations on running systems, and edits of
 # code (a program changed is not a program that works until something runs it).
@@ -37,7 +37,7 @@ class VerificationSettings(DetectorSettings):
 class Verification(Detector):
     code = "FM-3.2"
     Settings = VerificationSettings
-    kinds = frozenset({StepKind.TOOL, StepKind.LLM, StepKind.AGENT})  # model and agent steps: stopped from outside
+    kinds = frozenset({TOOL, LLM, AGENT})  # model and agent steps: stopped from outside
 
     def __init__(self, settings: VerificationSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
@@ -50,14 +50,14 @@ class Verification(Detector):
     def observe(self, step: Step) -> Finding | None:
         if step.limit is not None:
             self.stopped = True
-        if step.kind is StepKind.LLM:
+        if step.kind is LLM:
             self._asked, self._unseen = not TOOL_CALL_FINISH.isdisjoint(step.finish_reasons), False
             return None
         tool = step.tool
         if tool is None:
             return None
         self._unseen = self._asked
-        if self.tools.effect(tool) is ToolEffect.STATE_CHANGING:
+        if self.tools.effect(tool) is STATE_CHANGING:
             if tool_error(step) is not None:
                 return None  # a failed change: FM-3.1 / FM-3.3 territory
             if self.settings.needs_check_globs(tool):

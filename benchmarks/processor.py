@@ -1,0 +1,111 @@
+"""Processor CPU per span, in process and by stage, against decoding in the same run.
+
+  python benchmarks/processor.py [--spans 50000] [--batch 500] [--passes 5] [--content]
+
+The requests of benchmarks/traffic.py (10-span agent runs) are decoded with the receiver's decoder, then fed
+through cumulative stages: normalise; + assemble into traces; + classify (the engine's observe and finish); the
+whole processor (`Processor.process` for each request, then `drain`: classification, pricing, verdicts; no
+exporters). Each stage's figure is process CPU time per span, best of `--passes` passes (the machine may be
+busy); what a stage adds is its figure minus the previous one. Ratios are against decoding, measured in the
+same run. The decoded input is frozen out of garbage collection, whose thresholds are the server's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+from collections.abc import Callable
+
+from mastwatch.collector.assemble import TraceAssembler
+from mastwatch.collector.classify.engine import ClassifierEngine
+from mastwatch.collector.normalize import normalize_span
+from mastwatch.collector.processor import Processor, ProcessorConfig
+from mastwatch.collector.receiver.decode import SpanRecord, decode
+from mastwatch.service import GC_THRESHOLDS
+
+from traffic import requests
+
+
+def _decode(bodies: list[bytes]) -> Callable[[], None]:
+    return lambda: [decode(body) for body in bodies]
+
+
+def _normalise(batches: list[list[SpanRecord]]) -> Callable[[], None]:
+    def run() -> None:
+        for spans in batches:
+            for record in spans:
+                normalize_span(record)
+    return run
+
+
+def _assembler(on_complete) -> TraceAssembler:
+    c = ProcessorConfig()
+    return TraceAssembler(decision_wait=c.decision_wait, max_age=c.max_trace_age, max_spans=c.max_spans_per_trace,
+                          max_traces=c.max_traces, late_span_memory=c.late_span_memory, on_complete=on_complete)
+
+
+def _assemble(batches: list[list[SpanRecord]], engine: ClassifierEngine | None) -> Callable[[], None]:
+    def complete(trace, reason: str) -> None:
+        if engine is not None:
+            engine.finish(trace)
+            trace.classifier = None
+
+    def run() -> None:
+        assembler = _assembler(complete)
+        for spans in batches:
+            for record in spans:
+                step = normalize_span(record)
+                trace = assembler.add(step, 0.0)
+                if engine is not None and trace is not None:
+                    engine.observe(trace, step)
+        assembler.drain()
+    return run
+
+
+def _process(batches: list[list[SpanRecord]]) -> Callable[[], None]:
+    def run() -> None:
+        processor = Processor(ProcessorConfig(), [])
+        for spans in batches:
+            processor.process(spans, now=0.0)
+        processor.drain()
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--spans", type=int, default=50_000)
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--content", action="store_true", help="tool results captured (20 kB each)")
+    args = parser.parse_args()
+    bodies = requests(args.spans, args.batch, content=args.content)
+    batches = [decode(body).spans for body in bodies]
+    n = sum(len(b) for b in batches)
+    stages = {"decode": _decode(bodies), "normalise": _normalise(batches), "+ assemble": _assemble(batches, None),
+              "+ classify": _assemble(batches, ClassifierEngine()), "processor": _process(batches)}
+    best = dict.fromkeys(stages, float("inf"))
+    gc.collect()
+    gc.freeze()  # the decoded input is not garbage: collections would walk it again and again
+    thresholds = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
+    for _ in range(args.passes):
+        for name, run in stages.items():
+            started = time.process_time()
+            run()
+            best[name] = min(best[name], time.process_time() - started)
+    gc.set_threshold(*thresholds)
+    gc.unfreeze()
+    per_span = {name: seconds * 1e6 / n for name, seconds in best.items()}
+    print(f"CPU µs per span, {n} spans in {len(bodies)} requests (10-span traces, content "
+          f"{'on' if args.content else 'off'}), best of {args.passes} passes:")
+    previous = None
+    for name, us in per_span.items():
+        added = "" if previous is None or name == "normalise" else f"  (adds {us - per_span[previous]:5.2f})"
+        print(f"  {name:>10}: {us:6.2f} µs per span, ratio to decode {us / per_span['decode']:5.2f}{added}")
+        previous = name
+    print(f"  processor ex. decode: {n / best['processor']:,.0f} spans per CPU second")
+
+
+if __name__ == "__main__":
+    main()
