@@ -10,7 +10,8 @@ is (normalise + classify) minus normalise alone, in process CPU time, best of fi
 busy); with all default detectors and with FM-1.3 alone in the same run. Each run has its own ids in its
 arguments and results, and the cache of small values already reduced is emptied before every pass: a live
 server meets a run's arguments for the first time. A finished trace's classifier state is dropped as the
-processor drops it. The generated input is frozen out of garbage collection.
+processor drops it. The generated input is frozen out of garbage collection, and the collector runs with the
+server's thresholds (`mastwatch.service.GC_THRESHOLDS`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from mastwatch.collector.normalize import normalize_span
 from mastwatch.collector.receiver.decode import SpanRecord, records
 from mastwatch.evaluate import without_content
 from mastwatch.scenarios import Run
+from mastwatch.service import GC_THRESHOLDS
 
 TOOLS = ["get_order", "search_products", "update_order", "get_order_status", "send_email"]
 
@@ -69,6 +71,7 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=2000)
     parser.add_argument("--passes", type=int, default=5)
     args = parser.parse_args()
+    gc.set_threshold(*GC_THRESHOLDS)
     everything = ClassifierEngine()
     alone = ClassifierEngine({code: {"enabled": False} for code in load_detectors() if code != "FM-1.3"})
     for content in (False, True):
