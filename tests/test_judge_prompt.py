@@ -24,7 +24,7 @@ def run_steps() -> list[Step]:
         make_step(1, StepKind.LLM, model="gpt-4.1-mini", input_tokens=900, output_tokens=40,
                   finish_reasons=("tool_calls",)),
         make_step(2, tool="get_order", args=Content({"order_id": "A17"}), result=Content("not found"), error=True,
-                  error_type="NotFound"),
+                  error_type="NotFound", error_message="order A17 does not exist"),
         make_step(3, StepKind.LLM, model="gpt-4.1-mini", output_preview="Your order has shipped.",
                   finish_reasons=("stop",)),
         make_step(4, tool="refund", args=Content({"amount": 30}), agent="billing"),
@@ -40,7 +40,8 @@ def test_transcript_shows_each_step_with_its_id_and_previews() -> None:
     assert [line[1:17] for line in lines] == IDS and t.span_ids == set(IDS) and (t.steps, t.omitted) == (5, 0)
     assert lines[0] == f'[{IDS[0]}] +0.0s agent "invoke_agent support"'
     assert lines[1] == f"[{IDS[1]}] +1.0s llm gpt-4.1-mini tokens_in=900 tokens_out=40 finish=tool_calls"
-    assert lines[2] == f'[{IDS[2]}] +2.0s tool get_order args={{"order_id":"A17"}} result="not found" ERROR=NotFound'
+    assert lines[2] == (f'[{IDS[2]}] +2.0s tool get_order args={{"order_id":"A17"}} result="not found" '
+                        'ERROR=NotFound message="order A17 does not exist"')
     assert lines[3].endswith('finish=stop output="Your order has shipped."')
     assert lines[4].endswith('tool refund args={"amount":30} agent="billing"')  # another agent's step is marked
 

@@ -49,6 +49,8 @@ def step_line(step: Step, started_ns: int, run_agent: str) -> str:
         parts.append(f"agent={_quoted(step.agent)}")
     if step.error:
         parts.append(f"ERROR={step.error_type or 'error'}")
+        if step.error_message:
+            parts.append(f"message={_quoted(step.error_message)}")
     return " ".join(parts)
 
 
