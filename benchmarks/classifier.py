@@ -1,6 +1,7 @@
 """Classifier CPU per trace: the detector engine over 50-step agent runs.
 
   python benchmarks/classifier.py [--traces 2000] [--passes 5]
+  python benchmarks/classifier.py --traces 200 --one normalise|all   (under cachegrind: instructions)
 
 Runs are generated (mastwatch.scenarios): 25 model calls each asking for one tool, 25 tool calls, read-only and
 state-changing tools, some failing; without content attributes (the instrumentations' default), then with them
@@ -70,9 +71,18 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--traces", type=int, default=2000)
     parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--one", choices=("normalise", "all"), help="one pass of one case with content on, printing "
+                        "nothing: run it under `valgrind --tool=cachegrind` for both cases, the difference over "
+                        "--traces is the classifier's instructions per trace")
     args = parser.parse_args()
     gc.set_threshold(*GC_THRESHOLDS)
     everything = ClassifierEngine()
+    if args.one:
+        runs = traces(args.traces, True)
+        gc.collect()
+        gc.freeze()
+        measure(everything if args.one == "all" else None, runs)
+        return
     alone = ClassifierEngine({code: {"enabled": False} for code in load_detectors() if code != "FM-1.3"})
     for content in (False, True):
         runs = traces(args.traces, content)

@@ -11,7 +11,8 @@ Modes that no enabled detector covers are reported as not assessed (a judge may 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -47,3 +48,19 @@ class Detector:
 
     def finish(self) -> Finding | None:
         return None
+
+
+S = TypeVar("S")
+
+
+def shared(detector: Detector, key: str, make: Callable[[], S], fits: Callable[[S], bool] | None = None) -> S:
+    """State the detectors of one trace share under `key` (each feeds it; it counts a step once). It is made anew
+    when the engine classifies the trace again (the detector already uses it), and a detector whose settings it
+    does not `fit` gets one of its own. The state keeps the codes of its `users`."""
+    state = detector.trace.shared.get(key)
+    if state is None or detector.code in state.users:
+        state = detector.trace.shared[key] = make()
+    elif fits is not None and not fits(state):
+        state = make()
+    state.users.add(detector.code)
+    return state

@@ -64,6 +64,7 @@ class ClassifierEngine:
                                          for cls, _ in profile))  # steps any detector wants
         self.tools = ToolClassifier(tools)
         self.not_assessed = self._not_assessed(self.detectors)  # no enabled detector for these, by default
+        self._not_assessed_per_agent = [self._not_assessed(detectors) for _, detectors in self.agents]
 
     def _enabled(self, settings: dict[str, Any]) -> list[tuple[type[Detector], DetectorSettings]]:
         unknown = set(settings) - set(self.available)
@@ -87,7 +88,7 @@ class ClassifierEngine:
         state: TraceFindings | None = trace.classifier
         if state is None or state.profile < 0:
             return self.not_assessed
-        return self._not_assessed(self.agents[state.profile][1])
+        return self._not_assessed_per_agent[state.profile]
 
     def _profile(self, trace: Trace, step: Step | None) -> tuple[int, bool]:
         """The agent settings a trace gets (-1: the defaults), and whether the root span settled it."""
@@ -118,7 +119,7 @@ class ClassifierEngine:
         return state
 
     @staticmethod
-    def _skipped(detector: Detector, step: Step | None) -> bool:
+    def _skipped(detector: Detector) -> bool:
         """Whether the run's agent is one the detector is told to leave alone (checked only on findings)."""
         patterns = detector.settings.skip_agents
         if not patterns:
@@ -145,7 +146,7 @@ class ClassifierEngine:
                               detector.code, detector.trace.trace_id.hex())
                 failed = [*(failed or ()), detector]
                 continue
-            if finding is not None and not self._skipped(detector, step):
+            if finding is not None and not self._skipped(detector):
                 state.findings[finding.code] = finding
                 changed = [*(changed or ()), finding]
         if failed:
@@ -181,7 +182,7 @@ class ClassifierEngine:
                 log.exception("detector %s failed finishing trace %s", detector.code, trace.trace_id.hex())
                 failed.append(detector)
                 continue
-            if finding is not None and not self._skipped(detector, None):
+            if finding is not None and not self._skipped(detector):
                 findings[finding.code] = finding
         self._switch_off(state, failed)
         trace.classifier = state

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from ..assemble import Trace
 from ..steps import AGENT, LLM, TOOL, Finding, Step
-from .detector import Detector
+from .detector import Detector, shared
 from .signals import (
     CONTENT,
     STRUCTURE,
@@ -24,7 +24,7 @@ from .tools import READ_ONLY, STATE_CHANGING, ToolClassifier
 
 
 class Progress:
-    __slots__ = ("checks_after_write", "error", "error_basis", "error_known", "explained", "failed_check",
+    __slots__ = ("checks_after_write", "ended", "error", "error_basis", "error_known", "explained", "failed_check",
                  "failed_check_basis", "failures", "last_llm", "last_tool", "limit", "llm_calls", "seen", "tool_calls",
                  "tools", "unseen_tool", "users", "write")
 
@@ -47,6 +47,7 @@ class Progress:
         self.limit: Step | None = None  # a step stopped by the framework's limit (FM-1.5 explains the ending)
         self.seen: Step | None = None
         self.users: set[str] = set()  # the detectors sharing it
+        self.ended: tuple[Step | None, Ending | None] | None = None  # (step last seen, the ending judged then)
 
     def observe(self, step: Step) -> None:
         if step is self.seen:  # a detector sharing this state already fed it
@@ -112,20 +113,32 @@ class Ending(NamedTuple):
 
 
 def ending(p: Progress) -> Ending | None:
-    """FM-3.1 (ended before the work was done) or FM-3.3 (declared done against its own evidence), never both.
+    """FM-3.1 (ended before the work was done) or FM-3.3 (declared done against its own evidence), never both;
+    judged once per state (FM-2.5, FM-3.1 and FM-3.3 all ask).
 
     - the last tool call failed and the run ended: FM-3.3 if the final answer claims success (content) or, its
       text not captured, the failed call was the check of a change (structure); none if a change was refused for
       good (not transiently) and a model turn after it explains it to the user (the objective became impossible,
-      the user may have answered since); a
-      lookup that failed without anything else tried is still FM-3.1, as is any other failure; with the answer
-      not captured, a change refused for good is left alone (explained, falsely claimed or given up: unknown);
-      none either when the same failure (tool, arguments, result) was met before and the run went on after it;
+      the user may have answered since); a lookup that failed without anything else tried is still FM-3.1, as is
+      any other failure; with the answer not captured, a change refused for good is left alone (explained, falsely
+      claimed or given up: unknown); none either when the same failure (tool, arguments, result) was met before
+      and the run went on after it;
     - a check of the last change failed (or showed the system unhealthy) and was never passed, and the final
       answer claims success: FM-3.3;
     - a call that was not a lookup failed for good earlier and was never redone, and the final answer claims
       success: FM-3.3 (a migration failed, the deploy that needs it went on, "released").
     """
+    if p.ended is None or p.ended[0] is not p.seen:
+        p.ended = (p.seen, _ending(p))
+    return p.ended[1]
+
+
+def _refused(p: Progress, step: Step) -> bool:
+    """A failed call that changed, or may have changed, something and was refused for good (not transiently)."""
+    return not transient(step) and p.tools.effect(step.tool) is not READ_ONLY
+
+
+def _ending(p: Progress) -> Ending | None:
     last, llm = p.last_tool, p.last_llm
     if last is None or llm is None or p.limit is not None:
         return None
@@ -134,13 +147,12 @@ def ending(p: Progress) -> Ending | None:
     claim = p.answered and claims_success(llm)
     if p.error is last and p.answered:
         if claim:
-            ignored = last if p.failed_check is not last and not transient(last) and \
-                p.tools.effect(last.tool) is not READ_ONLY else None
+            ignored = last if p.failed_check is not last and _refused(p, last) else None
             return Ending("FM-3.3", 0.85, CONTENT, [last, llm], f"final answer claims success "
                           f"({llm.output_preview!r}) right after {last.tool} failed", ignored)
         if p.error_known:
             return None  # the same failure was met before and the run went on: this one stopped nothing
-        refused = not transient(last) and p.tools.effect(last.tool) is not READ_ONLY
+        refused = _refused(p, last)
         if llm.output_preview is not None:  # the answer is known and claims nothing
             if refused and p.explained is last:
                 return None  # a change refused for good (a rule, an expired card), and the user was told why
@@ -155,20 +167,15 @@ def ending(p: Progress) -> Ending | None:
         return Ending("FM-3.3", 0.8, CONTENT, [p.write, p.failed_check, llm],
                       f"final answer claims success while the check {p.failed_check.tool} of {p.write.tool} failed")
     error = p.error
-    if claim and error is not None and not transient(error) and p.tools.effect(error.tool) is not READ_ONLY:
+    if claim and error is not None and _refused(p, error):
         return Ending("FM-3.3", 0.7, CONTENT, [error, llm],
                       f"final answer claims success while {error.tool} failed and was never redone", error)
     return None
 
 
 def shared_progress(detector: Detector) -> Progress:
-    """The trace's Progress, shared by the detectors that judge its ending (each feeds it; it counts a step once)."""
-    shared = detector.trace.shared
-    progress = shared.get("progress")
-    if progress is None or detector.code in progress.users:  # none yet, or the engine classifies the trace again
-        progress = shared["progress"] = Progress(detector.tools)
-    progress.users.add(detector.code)
-    return progress
+    """The trace's Progress, shared by the detectors that judge its ending."""
+    return shared(detector, "progress", lambda: Progress(detector.tools))
 
 
 class EndingDetector(Detector):

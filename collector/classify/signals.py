@@ -9,6 +9,7 @@ import re
 
 from ..normalize.limits import LIMIT_TEXT
 from ..steps import Step
+from .tools import name_words
 
 STRUCTURE = "structure"
 CONTENT = "content"
@@ -70,13 +71,12 @@ _STATED_TOOL = re.compile(r"(?i:\b(?:i will|i'll|let me|let's|now|next,? i)\b[^.
 _LOG_WORDS = frozenset({"log", "logs", "journal", "journalctl", "syslog", "events"})
 _LOG_READ_FAILED = re.compile(r"""^[\s"'\[{(]*+(error from server|not found|no such|denied|forbidden|"""
                               r"""unauthori[sz]ed|cannot\b|can't\b|could not|unable to|timed? ?out)""", re.IGNORECASE)
-_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
 @functools.lru_cache(maxsize=10_000)
 def reads_logs(tool: str | None) -> bool:
     """Whether a tool's name says it reads logs or events (kubectl_logs, getLogEvents, read_journal)."""
-    return tool is not None and not _LOG_WORDS.isdisjoint(w.lower() for w in _WORD.findall(tool))
+    return tool is not None and not _LOG_WORDS.isdisjoint(name_words(tool))
 
 
 def _text(step: Step) -> str | None:

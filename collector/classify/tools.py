@@ -85,8 +85,13 @@ class ToolsConfig(BaseModel):
                              description="glob patterns (lower case) of tools that end a run by design")
 
 
+def name_words(tool: str) -> list[str]:
+    """The words of a tool's name, in lower case (`kubectl_get_pods`, `getLogEvents`; a dotted prefix dropped)."""
+    return [w.lower() for w in _WORD.findall(tool.rpartition(".")[2])]
+
+
 def _from_name(tool: str) -> ToolEffect:
-    words = [w.lower() for w in _WORD.findall(tool.rpartition(".")[2])]
+    words = name_words(tool)
     for word in words[1:] if len(words) > 1 and words[0] in CLI_PREFIXES else words:
         if word in WRITE_VERBS:
             return ToolEffect.STATE_CHANGING

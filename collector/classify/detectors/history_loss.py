@@ -13,7 +13,7 @@ from pydantic import Field
 
 from ...assemble import Trace
 from ...steps import LLM, Finding, Step
-from ..detector import Detector, DetectorSettings
+from ..detector import Detector, DetectorSettings, shared
 
 
 class HistoryLossSettings(DetectorSettings):
@@ -87,13 +87,7 @@ class HistoryLoss(Detector):
     def __init__(self, settings: HistoryLossSettings, trace: Trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
         limits = (settings.min_calls, settings.min_tokens, settings.drop_ratio)
-        sizes = trace.shared.get("prompt_sizes")
-        if sizes is None or self.code in sizes.users:  # none yet, or the engine classifies the trace again
-            sizes = trace.shared["prompt_sizes"] = PromptSizes(limits)
-        elif sizes.limits != limits:  # settings of its own: a history of its own
-            sizes = PromptSizes(limits)
-        sizes.users.add(self.code)
-        self.sizes = sizes
+        self.sizes = shared(self, "prompt_sizes", lambda: PromptSizes(limits), lambda s: s.limits == limits)
         self.found: Finding | None = None
 
     def observe(self, step: Step) -> Finding | None:
