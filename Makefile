@@ -6,7 +6,10 @@ BIN := $(VENV)/bin
 
 .PHONY: run test lint bench clean
 
-$(BIN)/mastwatch: pyproject.toml collector/receiver/_otlpdecode.c
+# An editable install keeps the compiled modules (setup.py) beside their sources: rebuilt when a source changes.
+COMPILED := $(wildcard collector/*.py collector/normalize/*.py collector/classify/*.py collector/classify/detectors/*.py)
+
+$(BIN)/mastwatch: pyproject.toml setup.py collector/receiver/_otlpdecode.c $(COMPILED)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'

@@ -23,7 +23,8 @@ def _rss() -> int:
 
 
 def measure(out, spans: int, content: bool) -> None:
-    from mastwatch.collector.processor import Processor, ProcessorConfig
+    from mastwatch.collector.config import ProcessorConfig
+    from mastwatch.collector.processor import Processor
     from mastwatch.collector.receiver.decode import decode
 
     bodies = requests(spans, 1000, content=content, roots=False)

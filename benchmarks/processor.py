@@ -19,8 +19,9 @@ from collections.abc import Callable
 
 from mastwatch.collector.assemble import TraceAssembler
 from mastwatch.collector.classify.engine import ClassifierEngine
+from mastwatch.collector.config import ProcessorConfig
 from mastwatch.collector.normalize import normalize_span
-from mastwatch.collector.processor import Processor, ProcessorConfig
+from mastwatch.collector.processor import Processor
 from mastwatch.collector.receiver.decode import SpanRecord, decode
 from mastwatch.service import GC_THRESHOLDS
 

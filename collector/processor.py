@@ -13,39 +13,20 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-from pydantic import BaseModel, ConfigDict, Field
-
-from mastwatch.durations import Duration
+from typing import Protocol
 
 from .assemble import SHUTDOWN, Trace, TraceAssembler
-from .classify.engine import AgentDetectors, ClassifierEngine
+from .classify.engine import ClassifierEngine
 from .classify.modes import MODES, FailureMode
-from .classify.tools import ToolsConfig
+from .config import ProcessorConfig
 from .normalize import normalize_span
 from .receiver.decode import SpanRecord
 from .spend import Pricer, Waste
 from .steps import Finding, Step
+from .telemetry import NullTelemetry
 from .verdict import Verdict
 
 log = logging.getLogger(__name__)
-
-
-class ProcessorConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    decision_wait: Duration = Field(5.0, gt=0, description="quiet time after the root span ended")
-    max_trace_age: Duration = Field(300.0, gt=0, description="classify a trace open this long anyway")
-    max_spans_per_trace: int = Field(10_000, ge=1)
-    max_traces: int = Field(50_000, ge=1, description="traces in flight; the oldest is classified early")
-    late_span_memory: int = Field(200_000, ge=0, description="completed trace ids remembered")
-    queue_spans: int = Field(200_000, ge=1, description="spans accepted but not yet processed")
-    tick: Duration = Field(0.25, gt=0, description="how often completion is checked")
-    detectors: dict[str, dict[str, Any]] = Field(default_factory=dict,
-                                                 description="per failure-mode code: detector settings")
-    agents: list[AgentDetectors] = Field(default_factory=list,
-                                         description="detector settings for some agents, over `detectors`")
-    tools: ToolsConfig = Field(default_factory=ToolsConfig, description="read-only vs state-changing tools")
 
 
 @dataclass
@@ -99,17 +80,6 @@ class JudgeOffer(Protocol):
     def shutdown(self) -> None: ...
 
 
-class NullTelemetry:
-    """Telemetry that records nothing (replay, tests, benchmarks)."""
-
-    def __getattr__(self, name: str):
-        return _ignore
-
-
-def _ignore(*args: object, **kwargs: object) -> None:
-    return None
-
-
 def _diff(new: dict, old: dict) -> dict:
     return {k: v - old.get(k, 0) for k, v in new.items() if v - old.get(k, 0) > 0}
 
@@ -131,7 +101,7 @@ class Processor:
         self._queue: queue.SimpleQueue[list[SpanRecord] | None] = queue.SimpleQueue()
         self._queued_spans = 0
         self._queue_lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._worker: threading.Thread | None = None
         self._stopping = False
         self._late_reported = 0
 
@@ -152,16 +122,16 @@ class Processor:
         return self._queued_spans
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="mastwatch-processor", daemon=True)
-        self._thread.start()
+        self._worker = threading.Thread(target=self._run, name="mastwatch-processor", daemon=True)
+        self._worker.start()
 
     def shutdown(self, timeout: float = 30.0) -> None:
         """Stop accepting, process what is queued, classify every buffered trace, flush the exporters."""
         with self._queue_lock:
             self._stopping = True
         self._queue.put(None)
-        if self._thread is not None:
-            self._thread.join(timeout)
+        if self._worker is not None:
+            self._worker.join(timeout)
         if self.judge is not None:
             self.judge.shutdown()
         for exporter in self.exporters:
@@ -174,10 +144,10 @@ class Processor:
             try:
                 request = self._queue.get(timeout=max(next_tick - time.monotonic(), 0.0))
             except queue.Empty:
-                request = False
+                request = []  # time to tick
             if request is None:
                 break
-            if request is not False:
+            if request:
                 try:
                     self.process(request)
                 except Exception:

@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from mastwatch.collector.config import ProcessorConfig
 from mastwatch.collector.judge.stage import JudgeConfig
-from mastwatch.collector.processor import ProcessorConfig
 from mastwatch.collector.receiver import ReceiverConfig
 from mastwatch.dashboards.settings import DashboardsConfig, RulesConfig
 from mastwatch.exporter.prometheus import PrometheusExporterConfig

@@ -24,8 +24,10 @@ from typing import Any
 
 from mastwatch.collector.assemble import END_OF_INPUT
 from mastwatch.collector.classify.modes import MODES
-from mastwatch.collector.processor import Increment, NullTelemetry, Processor, ProcessorConfig
+from mastwatch.collector.config import ProcessorConfig
+from mastwatch.collector.processor import Increment, Processor
 from mastwatch.collector.receiver.decode import SpanRecord
+from mastwatch.collector.telemetry import NullTelemetry
 from mastwatch.collector.verdict import Verdict
 
 DEFAULT_LABELS = Path("tests/data/labels")

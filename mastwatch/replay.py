@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from typing import BinaryIO, TextIO
 
 from mastwatch.collector.assemble import END_OF_INPUT
-from mastwatch.collector.processor import Increment, Processor, ProcessorConfig
+from mastwatch.collector.config import ProcessorConfig
+from mastwatch.collector.processor import Increment, Processor
 from mastwatch.collector.receiver.decode import SpanRecord, decode, records
 from mastwatch.collector.receiver.otlp_json import parse_request
 from mastwatch.collector.verdict import Verdict

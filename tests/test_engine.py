@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from mastwatch.collector.assemble import Trace
-from mastwatch.collector.classify.detector import Detector, DetectorSettings
+from mastwatch.collector.classify.detector import Detector
 from mastwatch.collector.classify.detectors import load_detectors
 from mastwatch.collector.classify.engine import ClassifierEngine
+from mastwatch.collector.config import DetectorSettings
 from mastwatch.collector.content import Content
 from mastwatch.collector.steps import Step, StepKind
 

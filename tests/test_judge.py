@@ -11,10 +11,11 @@ from collections import Counter
 
 import pytest
 
+from mastwatch.collector.config import ProcessorConfig
 from mastwatch.collector.judge.budget import CALLS, TOKENS, Budget
 from mastwatch.collector.judge.client import HTTP_ERROR, RATE_LIMITED, UNREACHABLE, CallFailed, ChatClient, retry_after
 from mastwatch.collector.judge.stage import Judge, JudgeConfig, sampled
-from mastwatch.collector.processor import Processor, ProcessorConfig
+from mastwatch.collector.processor import Processor
 from mastwatch.collector.receiver.decode import SpanRecord
 from mastwatch.config import ConfigError, load
 from tests.chat_server import Reply, answer, asked, span_ids

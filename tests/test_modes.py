@@ -8,12 +8,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from mastwatch.collector.assemble import END_OF_INPUT, Trace
-from mastwatch.collector.classify.engine import AgentDetectors, ClassifierEngine
+from mastwatch.collector.classify.detector import Detector
+from mastwatch.collector.classify.engine import ClassifierEngine
 from mastwatch.collector.classify.modes import MODES
-from mastwatch.collector.classify.tools import ToolClassifier, ToolEffect, ToolsConfig
+from mastwatch.collector.classify.tools import ToolClassifier, ToolEffect
+from mastwatch.collector.config import AgentDetectors, ProcessorConfig, ToolsConfig
 from mastwatch.collector.content import Content
 from mastwatch.collector.normalize.limits import limit_hit
-from mastwatch.collector.processor import Processor, ProcessorConfig
+from mastwatch.collector.processor import Processor
 from mastwatch.collector.receiver.decode import decode, records
 from mastwatch.collector.steps import Step, StepKind
 from mastwatch.collector.verdict import Verdict
@@ -222,11 +224,15 @@ def test_limits_and_failures_recorded_only_as_exceptions() -> None:
     assert set(classify(handled.answer("Here is your order.")).findings) == set()
 
 
-class _Broken:
-    """Makes one detector raise on every step."""
-
+class _Broken(Detector):
     def observe(self, step):
         raise RuntimeError("boom")
+
+
+def _broken(detector: Detector) -> Detector:
+    """A stand-in for the detector (its code, its kinds of steps) that raises on every step."""
+    cls = type("Broken", (_Broken,), {"code": detector.code, "kinds": detector.kinds})
+    return cls(detector.settings, detector.trace, detector.tools)
 
 
 @pytest.mark.parametrize("code", ["FM-1.4", "FM-1.5", "FM-2.1", "FM-2.5", "FM-2.6", "FM-3.1", "FM-3.2", "FM-3.3"])
@@ -245,9 +251,10 @@ def test_a_failing_new_detector_is_isolated_logged_and_counted(code: str, caplog
         trace.add(step, 0.0)
         if trace.classifier is None:
             engine.observe(trace, step)
-            for detector in trace.classifier.detectors:
-                if detector.code == code:
-                    detector.observe = _Broken().observe
+            state = trace.classifier
+            stand_in = {d: _broken(d) for d in state.detectors if d.code == code}
+            for listed in (state.detectors, *state.by_kind.values()):
+                listed[:] = [stand_in.get(d, d) for d in listed]
             continue
         engine.observe(trace, step)
     assert errors == [code]

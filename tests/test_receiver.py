@@ -19,7 +19,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from mastwatch.collector.processor import Processor, ProcessorConfig
+from mastwatch.collector.config import ProcessorConfig
+from mastwatch.collector.processor import Processor
 from mastwatch.collector.receiver import GrpcConfig, HttpConfig
 from mastwatch.collector.receiver.grpc_server import METHOD, GrpcReceiver
 from mastwatch.collector.receiver.http_server import OtlpHttpServer

@@ -12,27 +12,19 @@ Modes that no enabled detector covers are reported as not assessed (a judge may 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from mypy_extensions import mypyc_attr
 
 from ..assemble import Trace
+from ..config import DetectorSettings
 from ..steps import Finding, Step, StepKind
 from .tools import ToolClassifier
-
-
-class DetectorSettings(BaseModel):
-    """Base of each detector's settings (the `processor.detectors.<code>` section of the config)."""
-
-    model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
-    skip_agents: list[str] = Field(default_factory=list,
-                                   description="glob patterns of agents whose runs this detector leaves alone")
-
 
 DEFAULT_TOOLS = ToolClassifier()
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # detectors added as plain modules subclass it
 class Detector:
     code: ClassVar[str]
     Settings: ClassVar[type[DetectorSettings]] = DetectorSettings
@@ -50,7 +42,11 @@ class Detector:
         return None
 
 
-S = TypeVar("S")
+class SharedState(Protocol):
+    users: set[str]  # the codes of the detectors feeding it
+
+
+S = TypeVar("S", bound=SharedState)
 
 
 def shared(detector: Detector, key: str, make: Callable[[], S], fits: Callable[[S], bool] | None = None) -> S:

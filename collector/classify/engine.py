@@ -13,25 +13,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from ..assemble import Trace
+from ..config import AgentDetectors, DetectorSettings, ToolsConfig
 from ..steps import Finding, Step, StepKind
-from .detector import Detector, DetectorSettings
+from .detector import Detector
 from .detectors import load_detectors
 from .modes import MODES
-from .tools import ToolClassifier, ToolsConfig
+from .tools import ToolClassifier
 
 log = logging.getLogger(__name__)
-
-
-class AgentDetectors(BaseModel):
-    """`processor.agents[]`: detector settings for the agents matching `match`, over `processor.detectors`."""
-
-    model_config = ConfigDict(extra="forbid")
-    match: list[str] = Field(min_length=1, description="glob patterns of agent names (the service when none)")
-    detectors: dict[str, dict[str, Any]] = Field(default_factory=dict,
-                                                 description="per failure-mode code: settings that differ")
 
 
 @dataclass(slots=True)
@@ -155,7 +147,7 @@ class ClassifierEngine:
 
     def observe(self, trace: Trace, step: Step) -> list[Finding] | tuple[()]:
         """Feed one step; returns the findings that are new or changed."""
-        state: TraceFindings = trace.classifier
+        state: TraceFindings | None = trace.classifier
         if state is not None and not state.settled and (step.agent or step.is_root):
             profile, settled = self._profile(trace, step)
             if profile != state.profile:  # the run's agent has settings of its own

@@ -38,7 +38,8 @@ class Progress:
         self.checks_after_write = 0  # read-only or unknown calls since that write
         self.error: Step | None = None  # the last failed call not followed by a success of the same tool
         self.error_basis: str | None = None
-        self.failures: set[tuple[str | None, int | None, int | None]] = set()  # (tool, arguments, result) that failed
+        # (tool, arguments, result) of the calls that failed
+        self.failures: set[tuple[str | None, str | int | None, str | int | None]] = set()
         self.error_known = False  # the last error repeats an earlier one, other calls having come between
         self.explained: Step | None = None  # the failed call a model turn after it explained to the user
         self.failed_check: Step | None = None  # a check after the last write that failed, not since passed
@@ -156,14 +157,14 @@ def _ending(p: Progress) -> Ending | None:
         if llm.output_preview is not None:  # the answer is known and claims nothing
             if refused and p.explained is last:
                 return None  # a change refused for good (a rule, an expired card), and the user was told why
-        elif p.failed_check is last:
+        elif p.failed_check is last and p.write is not None:
             return Ending("FM-3.3", 0.6, p.error_basis or STRUCTURE, [p.write, last, llm],
                           f"run declared finished after its check {last.tool} of {p.write.tool} failed")
         elif refused:
             return None  # answer not captured: an explained refusal, a false claim or giving up, unknown which
         return Ending("FM-3.1", 0.75, p.error_basis or STRUCTURE, [last, llm],
                       f"run ended right after {last.tool} failed, without trying anything else")
-    if claim and p.failed_check is not None:
+    if claim and p.failed_check is not None and p.write is not None:
         return Ending("FM-3.3", 0.8, CONTENT, [p.write, p.failed_check, llm],
                       f"final answer claims success while the check {p.failed_check.tool} of {p.write.tool} failed")
     error = p.error
@@ -185,8 +186,11 @@ class EndingDetector(Detector):
 
     def __init__(self, settings: Any, trace: Trace, tools: ToolClassifier | None = None) -> None:
         super().__init__(settings, trace, tools)
-        self.progress = progress = shared_progress(self)
-        self.observe = progress.observe  # type: ignore[method-assign]  # fed straight: it returns no finding
+        self.progress = shared_progress(self)
+
+    def observe(self, step: Step) -> Finding | None:
+        self.progress.observe(step)  # shared: each step is counted once, whichever detector feeds it
+        return None
 
     def finish(self) -> Finding | None:
         end = ending(self.progress)

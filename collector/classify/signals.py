@@ -128,7 +128,10 @@ def claims_success(step: Step) -> bool:
 
 def explains_failure(step: Step) -> bool:
     """Model output telling the user the work cannot be done: an apology, an impossibility (content capture on)."""
-    return bool(step.output_preview) and _EXPLAINED_FAILURE.search(step.output_preview) is not None
+    text = step.output_preview
+    if not text:
+        return False
+    return _EXPLAINED_FAILURE.search(text) is not None
 
 
 def unhealthy(step: Step) -> bool:
@@ -139,7 +142,10 @@ def unhealthy(step: Step) -> bool:
 
 def limit_text(step: Step) -> bool:
     """Model output carrying a framework's "stopped at the limit" message (content capture on)."""
-    return bool(step.output_preview) and LIMIT_TEXT.search(step.output_preview) is not None
+    text = step.output_preview
+    if not text:
+        return False
+    return LIMIT_TEXT.search(text) is not None
 
 
 def acknowledged_only(step: Step) -> bool:
@@ -150,7 +156,10 @@ def acknowledged_only(step: Step) -> bool:
 
 def states_change(step: Step) -> bool:
     """Model output saying it will do something different next (content capture on)."""
-    return bool(step.output_preview) and _STATED_CHANGE.search(step.output_preview) is not None
+    text = step.output_preview
+    if not text:
+        return False
+    return _STATED_CHANGE.search(text) is not None
 
 
 def stated_tool(step: Step) -> str | None:

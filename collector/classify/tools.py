@@ -9,9 +9,8 @@ from __future__ import annotations
 import enum
 import fnmatch
 import re
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from ..config import ToolsConfig
 
 
 class ToolEffect(enum.IntEnum):
@@ -42,10 +41,6 @@ WRITE_VERBS = frozenset({
 # Command-line tools a tool name may start with: the verb is the word after them (kubectl_scale, git_commit).
 CLI_PREFIXES = frozenset({"kubectl", "helm", "git", "gh", "docker", "aws", "gcloud", "az", "terraform", "npm",
                           "pip", "systemctl"})
-# Tools whose call is a run's last act by design: a run ending right after them has not stopped early.
-FINAL_TOOLS = ["submit*", "final_answer*", "final_result*", "finish*", "exit*", "done", "task_complete*",
-               "complete_task", "end_conversation*", "transfer_to_human*", "handoff*", "escalate*",
-               "respond_to_user*", "answer"]
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 
@@ -70,19 +65,6 @@ class Globs:
                 self._known.clear()
             self._known[name] = known
         return known
-
-
-class ToolsConfig(BaseModel):
-    """`processor.tools`: how tools are told apart (see README, failure modes)."""
-
-    model_config = ConfigDict(extra="forbid")
-    read_only: list[str] = Field(default_factory=list, description="glob patterns of read-only tools")
-    state_changing: list[str] = Field(default_factory=list, description="glob patterns of state-changing tools")
-    overrides: dict[str, Literal["read_only", "state_changing", "unknown"]] = Field(
-        default_factory=dict, description="per tool name: its effect, over patterns and names")
-    infer_from_names: bool = Field(True, description="classify other tools by the verb their name starts with")
-    final: list[str] = Field(default_factory=lambda: list(FINAL_TOOLS),
-                             description="glob patterns (lower case) of tools that end a run by design")
 
 
 def name_words(tool: str) -> list[str]:

@@ -18,7 +18,8 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from mastwatch.collector.judge.stage import Judgement
-from mastwatch.collector.processor import Increment, NullTelemetry
+from mastwatch.collector.processor import Increment
+from mastwatch.collector.telemetry import NullTelemetry
 from mastwatch.collector.verdict import Verdict
 from mastwatch.durations import Duration
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 
 from ..detector import Detector
@@ -14,7 +15,7 @@ def load_detectors() -> dict[str, type[Detector]]:
         module = importlib.import_module(f"{__name__}.{info.name}")
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, Detector) and value is not Detector \
-                    and getattr(value, "code", None) and value.__module__ == module.__name__:
+                    and getattr(value, "code", None) and inspect.getmodule(value) is module:
                 if value.code in found:
                     raise RuntimeError(f"two detectors for {value.code}: {found[value.code]} and {value}")
                 found[value.code] = value

@@ -21,7 +21,7 @@ class ConversationReset(HistoryLoss):
 
     def __init__(self, settings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
-        self.conversation: dict[str | None, str] = {}  # agent -> its current conversation id
+        self.conversation: dict[str | None, str | None] = {}  # agent -> its current conversation id
         self.before: dict[str | None, dict[tuple, Step]] = {}  # agent -> calls made in earlier conversations
         self.current: dict[str | None, list[Step]] = {}  # compared only once the agent switched
         self.agent: str | None = None  # of the last model call: the one that asked for the next tool calls

@@ -9,18 +9,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from pydantic import Field
-
 from ...assemble import Trace
+from ...config import HistoryLossSettings
 from ...steps import LLM, Finding, Step
-from ..detector import Detector, DetectorSettings, shared
-
-
-class HistoryLossSettings(DetectorSettings):
-    min_calls: int = Field(3, ge=1, description="model calls in the conversation before a drop counts")
-    min_tokens: int = Field(2000, ge=1, description="smallest prompt whose collapse counts")
-    drop_ratio: float = Field(0.5, gt=0, lt=1, description="a prompt below this share of the largest is a collapse")
-    reset_ratio: float = Field(1.25, ge=1, description="a prompt within this factor of the first call's is a reset")
+from ..detector import Detector, shared
 
 
 class _Series:

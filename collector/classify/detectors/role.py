@@ -8,16 +8,9 @@ from __future__ import annotations
 
 import fnmatch
 
-from pydantic import Field
-
+from ...config import RoleSettings
 from ...steps import LLM, TOOL, Finding, Step
-from ..detector import Detector, DetectorSettings
-
-
-class RoleSettings(DetectorSettings):
-    enabled: bool = False
-    roles: dict[str, list[str]] = Field(default_factory=dict,
-                                        description="agent name pattern -> tool name patterns it may use")
+from ..detector import Detector
 
 
 class Role(Detector):

@@ -13,33 +13,12 @@ by a fresh agent invocation after the one before it failed (a restart: FM-2.1 ac
 
 from __future__ import annotations
 
-from functools import cached_property
-
-from pydantic import Field
-
+from ...config import StepRepetitionSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
-from ..detector import Detector, DetectorSettings
+from ..detector import Detector
 from ..signals import TOOL_CALL_FINISH
-from ..tools import Globs
 
 EVIDENCE_LIMIT = 50
-_COMPARED = object()  # a tool's first call has been compared
-
-
-class StepRepetitionSettings(DetectorSettings):
-    min_occurrences: int = Field(3, ge=2, description="calls of one tool with equivalent arguments")
-    polling_tools: list[str] = Field(default_factory=list, description="glob patterns of tools that poll")
-    retry_limit: int = Field(2, ge=0, description="repeats right after a failure that count as retries")
-    cycle_max_period: int = Field(3, ge=0, description="longest cycle looked for (0: off)")
-    cycle_min_repeats: int = Field(2, ge=2)
-    output_min_occurrences: int = Field(2, ge=2)
-    output_min_chars: int = Field(32, ge=1)
-    unknown_args_min_run: int = Field(0, ge=0, description="same tool in a row, arguments not captured (0: off); "
-                                      "paging and batch lookups look the same, so it is off by default")
-
-    @cached_property
-    def polling(self) -> Globs:  # shared by the detectors of every trace
-        return Globs(self.polling_tools)
 
 
 class StepRepetition(Detector):
@@ -59,8 +38,8 @@ class StepRepetition(Detector):
 
     def _start_over(self) -> None:
         """Forget the calls made so far (a fresh invocation of the agent restarted the work)."""
-        self._calls: dict[tuple[str, str | int], list[Step]] = {}
-        self._first_call: dict[str, Step | object] = {}
+        self._calls: dict[tuple[str, str | int | None], list[Step]] = {}
+        self._first_call: dict[str, Step | None] = {}  # None: its first call has been compared
         self._sequence: list[Step] = []  # tool calls, in order
         self._match_run = [0] * (self.settings.cycle_max_period + 1)
         self._outputs: dict[int, list[Step]] = {}
@@ -87,14 +66,13 @@ class StepRepetition(Detector):
                 self._start_over()
             self._parent = step.parent_span_id
         if step.kind is TOOL and step.tool is not None:
-            return self._observe_tool(step)
+            return self._observe_tool(step, step.tool)
         if step.kind is LLM and step.output_fingerprint is not None:
-            return self._observe_output(step)
+            return self._observe_output(step, step.output_fingerprint)
         return None
 
-    def _observe_tool(self, step: Step) -> Finding | None:
+    def _observe_tool(self, step: Step, tool: str) -> Finding | None:
         s = self.settings
-        tool = step.tool
         if self.settings.polling_tools and self.settings.polling(tool):
             return None
         previous = self._last_tool
@@ -111,21 +89,20 @@ class StepRepetition(Detector):
                 changed = True
         else:
             # Arguments are compared only once a tool is called again: the first call waits here.
-            first = self._first_call.get(tool)
-            if first is None:
+            if tool not in self._first_call:
                 self._first_call[tool] = step
             else:
-                if first is not _COMPARED:
+                first = self._first_call[tool]
+                if first is not None:
                     self._calls[(tool, first.args_key)] = [first]
-                    self._first_call[tool] = _COMPARED
-                changed = self._same_call(step, previous)
+                    self._first_call[tool] = None
+                changed = self._same_call(tool, step, previous)
         self._sequence.append(step)
         changed |= self._observe_cycle()
         return self.current() if changed else None
 
-    def _same_call(self, step: Step, previous: Step | None) -> bool:
+    def _same_call(self, tool: str, step: Step, previous: Step | None) -> bool:
         s = self.settings
-        tool = step.tool
         calls = self._calls.setdefault((tool, step.args_key), [])
         if calls and previous is not None and previous.error and previous.tool == tool \
                 and previous.args_key == step.args_key:  # previous may be a skipped retry
@@ -164,17 +141,17 @@ class StepRepetition(Detector):
                     continue
                 cycle_steps = seq[end - run - period + 1:end + 1]
                 self._mark(cycle_steps[period:], cycle_steps)
-                names = "→".join(x.tool for x in cycle_steps[:period])
+                names = "→".join(x.tool or "" for x in cycle_steps[:period])
                 self._reasons["cycle"] = (0.8, "structure", f"cycle {names} repeated "
                                           f"{(run + period) / period:.3g} times with the same arguments")
                 return True
         return False
 
-    def _observe_output(self, step: Step) -> Finding | None:
+    def _observe_output(self, step: Step, fingerprint: int) -> Finding | None:
         s = self.settings
         if step.output_chars < s.output_min_chars or not TOOL_CALL_FINISH.isdisjoint(step.finish_reasons):
             return None
-        outputs = self._outputs.setdefault(step.output_fingerprint, [])
+        outputs = self._outputs.setdefault(fingerprint, [])
         outputs.append(step)
         if len(outputs) < s.output_min_occurrences:
             return None

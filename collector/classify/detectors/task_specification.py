@@ -7,24 +7,10 @@ policy are message content that spans rarely carry whole."""
 
 from __future__ import annotations
 
-from functools import cached_property
-
-from pydantic import Field
-
+from ...config import TaskSpecificationSettings
 from ...steps import LLM, TOOL, Finding, Step
-from ..detector import Detector, DetectorSettings
+from ..detector import Detector
 from ..signals import TOOL_CALL_FINISH
-from ..tools import Globs
-
-
-class TaskSpecificationSettings(DetectorSettings):
-    enabled: bool = False
-    confirm_tools: list[str] = Field(default_factory=list,
-                                     description="tool patterns that need the user's confirmation first")
-
-    @cached_property
-    def confirm(self) -> Globs:  # shared by the detectors of every trace
-        return Globs(self.confirm_tools)
 
 
 class TaskSpecification(Detector):

@@ -10,16 +10,10 @@ that end a run by design (`processor.tools.final`) excepted (structure)."""
 
 from __future__ import annotations
 
-from pydantic import Field
-
+from ...config import TerminationSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
-from ..detector import Detector, DetectorSettings
+from ..detector import Detector
 from ..signals import CONTENT, STRUCTURE, TOOL_CALL_FINISH, limit_text
-
-
-class TerminationSettings(DetectorSettings):
-    limit_texts: bool = Field(True, description="also read frameworks' limit messages in captured content")
-    cut_off: bool = Field(True, description="a run stopped before the model saw the tool result it asked for")
 
 
 class Termination(Detector):
@@ -55,9 +49,10 @@ class Termination(Detector):
         return None
 
     def finish(self) -> Finding | None:
-        tool = self.unseen
-        if self.found is None and self.settings.cut_off and tool is not None and not self.tools.is_final(tool.tool):
-            self.found = Finding(self.code, 0.6, [self.asked.span_id, tool.span_id],
+        tool, asked = self.unseen, self.asked
+        if self.found is None and self.settings.cut_off and tool is not None and asked is not None \
+                and not self.tools.is_final(tool.tool):
+            self.found = Finding(self.code, 0.6, [asked.span_id, tool.span_id],
                                  f"run stopped right after {tool.tool} returned: the model that asked for it never "
                                  "saw the result (stopped from outside, as by a step limit)", STRUCTURE)
         return self.found

@@ -8,30 +8,11 @@ the request ("accepted", "queued", "restarting"; content). Any later read-only o
 
 from __future__ import annotations
 
-from functools import cached_property
-
-from pydantic import Field
-
+from ...config import VerificationSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
-from ..detector import Detector, DetectorSettings
+from ..detector import Detector
 from ..signals import CONTENT, STRUCTURE, TOOL_CALL_FINISH, acknowledged_only, tool_error
-from ..tools import STATE_CHANGING, Globs
-
-# Operations whose own result does not show the state they lead to: operations on running systems, and edits of
-# code (a program changed is not a program that works until something runs it).
-NEEDS_CHECK = ["*deploy*", "*restart*", "*rollout*", "*rollback*", "*reboot*", "*apply*", "*scale*", "*migrate*",
-               "*install*", "*patch*", "*failover*", "*drain*", "*cordon*", "*update_config*", "*set_config*",
-               "*feature_flag*", "edit", "edit_*", "*_edit", "*_edit_*", "str_replace*"]
-
-
-class VerificationSettings(DetectorSettings):
-    needs_check: list[str] = Field(default_factory=lambda: list(NEEDS_CHECK),
-                                   description="glob patterns (lower case) of changes whose result needs a check")
-    acknowledgements: bool = Field(True, description="a change whose result only acknowledges it needs a check")
-
-    @cached_property
-    def needs_check_globs(self) -> Globs:  # shared by the detectors of every trace
-        return Globs(self.needs_check, lower=True)
+from ..tools import STATE_CHANGING
 
 
 class Verification(Detector):

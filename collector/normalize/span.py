@@ -1,0 +1,145 @@
+"""A span to a step. Each convention module (its MARKERS say which spans are its) reads what it knows; earlier
+modules win on conflicts.
+
+Failures, whatever the convention: a step failed when its status is ERROR or its convention gives an error type
+(`error.type`, Langfuse's ERROR level). The exception the SDKs record as a span event (`exception.type` and
+`exception.message`, which the decoder adds to the attributes, see collector/receiver/decode.py) gives the error
+type where the convention gives none (or only `_OTHER`), and fails the step only with status ERROR or
+`exception.escaped` true: an exception leaving a span is recorded together with status ERROR (the Python SDK's
+`start_as_current_span` and `use_span` do both by default, with description "Type: message"), while one recorded
+alone was handled (retried, fallen back from). The exception message, else the status description, is the
+step's `error_message`; it names a limit hit (`limits.LIMIT_TEXT`, "Recursion limit of 25 reached") on any step
+but a tool call, whose limits are its own, not the run's.
+
+Only fingerprints and short previews of message content, tool arguments and results are kept."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ..content import PREVIEW_CHARS, Content, fingerprint, preview
+from ..steps import LLM, OTHER, TOOL, Step
+from . import genai, langfuse, openinference, openllmetry, vercel
+from .attributes import EXCEPTION_ESCAPED, EXCEPTION_MESSAGE, EXCEPTION_TYPE, STATUS_DESCRIPTION
+from .limits import LIMIT_TEXT, limit_hit
+
+if TYPE_CHECKING:
+    from ..receiver.decode import SpanRecord
+
+CONVENTIONS = (genai, openinference, openllmetry, vercel, langfuse)
+_intern = sys.intern
+STATUS_ERROR = 2  # opentelemetry.proto.trace.v1.Status.STATUS_CODE_ERROR
+OTHER_ERROR = "_OTHER"  # the conventions' error type when none is known
+
+
+def _int(value: Any) -> int:
+    if value is None:
+        return 0
+    if type(value) is int:
+        return value if value > 0 else 0
+    try:
+        return max(int(value), 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+_CACHE_SIZE = 10_000  # span-derived values: caches are bounded (least recently used dropped)
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _model_id(model: str) -> str:
+    """The model id, interned. A Vertex AI resource name (projects/.../publishers/google/models/gemini-2.5-flash)
+    or a Gemini API name (models/gemini-2.5-flash) becomes the model id it names."""
+    known = model.rpartition("/")[2] or model if model.startswith("models/") or "/models/" in model else model
+    return _intern(str(known))
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _interned(key: tuple) -> tuple[str, ...]:
+    return tuple(_intern(str(f)) for f in key)
+
+
+def _finish_reasons(finish: Any) -> tuple[str, ...]:
+    key = tuple(finish) if isinstance(finish, list) else (finish,)
+    try:
+        return _interned(key)
+    except TypeError:  # unhashable values (a malformed attribute): not cached
+        return tuple(_intern(str(f)) for f in key)
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _readers(keys: tuple[str, ...]) -> tuple[Any, ...]:
+    """The conventions that read spans with these attribute keys. One instrumentation emits a few key sets
+    over and over, so the choice is made once per key set."""
+    return tuple(c.read for c in CONVENTIONS if not c.MARKERS.isdisjoint(keys))
+
+
+def _failure(step: Step, attrs: dict[str, Any], status_error: bool, error_type: str | None) -> None:
+    """The step's error, error type, message and limit hit, from its status, its convention's error type and its
+    exception (see the module docstring)."""
+    exception = attrs.get(EXCEPTION_TYPE) or None  # an empty type is none
+    failed = status_error or error_type is not None
+    if exception is not None and (error_type is None or error_type == OTHER_ERROR):
+        escaped = attrs.get(EXCEPTION_ESCAPED)
+        failed = failed or escaped is True or (type(escaped) is str and escaped.lower() == "true")
+        error_type = str(exception)
+    elif error_type is None:
+        if not failed:
+            return
+        error_type = OTHER_ERROR
+    step.error = failed
+    step.error_type = _intern(error_type)
+    step.limit = limit_hit(step.error_type)
+    message = attrs.get(EXCEPTION_MESSAGE)
+    if type(message) is not str or not message:
+        message = attrs.get(STATUS_DESCRIPTION)
+    if type(message) is str and message:
+        step.error_message = message = message[:PREVIEW_CHARS]
+        if step.limit is None and step.kind is not TOOL and LIMIT_TEXT.search(message):
+            step.limit = message
+
+
+def normalize_span(span: SpanRecord) -> Step:
+    service, trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, attrs = span
+    draft: dict[str, Any] = {}
+    for read in _readers(tuple(attrs)):
+        read(attrs, name, draft)
+    get = draft.get
+    kind = get("kind") or OTHER
+    step = Step(trace_id, span_id, parent_span_id, kind, _intern(name), start_ns, end_ns, _intern(service))
+    if not draft:
+        if status_code == STATUS_ERROR or EXCEPTION_TYPE in attrs:
+            _failure(step, attrs, status_code == STATUS_ERROR, None)
+        return step
+    if (agent := get("agent")) is not None:
+        step.agent = _intern(agent)
+    if (model := get("model")) is not None:
+        step.model = _model_id(model)
+    if (provider := get("provider")) is not None:
+        step.provider = _intern(provider)
+    if (tool := get("tool")) is not None:
+        step.tool = _intern(tool)
+    step.tool_call_id = get("tool_call_id")
+    step.conversation_id = get("conversation_id")
+    if (args := get("args")) is not None:
+        step.args = Content(args)
+    if (result := get("result")) is not None:
+        step.result = Content(result)
+    if (output := get("output")) is not None:
+        text = str(output)
+        step.output_fingerprint = fingerprint(" ".join(text.split()))
+        step.output_chars = len(text)
+        step.output_preview = preview(text)
+    if kind is LLM:  # tokens from inference spans only: agent spans repeat their children's sums
+        step.input_tokens = _int(get("input_tokens"))
+        step.output_tokens = _int(get("output_tokens"))
+        step.cache_read_tokens = _int(get("cache_read_tokens"))
+        step.cache_write_tokens = _int(get("cache_write_tokens"))
+    if finish := get("finish_reasons"):
+        step.finish_reasons = _finish_reasons(finish)
+    error_type = get("error_type")
+    if status_code == STATUS_ERROR or error_type is not None or EXCEPTION_TYPE in attrs:
+        _failure(step, attrs, status_code == STATUS_ERROR, error_type)
+    return step

@@ -1,0 +1,15 @@
+"""Telemetry that records nothing, for any component's self-metrics (replay, eval, tests, benchmarks).
+
+Plain Python (never compiled with the per-span modules): it answers every method name, and replay and eval
+subclass it to keep what they need."""
+
+from __future__ import annotations
+
+
+class NullTelemetry:
+    def __getattr__(self, name: str):
+        return _ignore
+
+
+def _ignore(*args: object, **kwargs: object) -> None:
+    return None
