@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .steps import LLM, TOOL, Step, end_time
@@ -27,24 +27,24 @@ SHUTDOWN = "shutdown"
 END_OF_INPUT = "end_of_input"
 
 
-@dataclass(eq=False)
 class Trace:
     """The steps of one trace seen so far, plus what the classifier keeps for it."""
 
-    trace_id: bytes
-    first_seen: float
-    last_seen: float
-    steps: list[Step] = field(default_factory=list)
-    llm_steps: list[Step] = field(default_factory=list)  # in end order
-    root: Step | None = None
-    in_order: bool = True  # model and tool calls arrived in start-time order (agent spans end, so come, last)
-    _last_start: int = 0
-    tool_calls: int = 0
-    started_ns: int = 0  # earliest start and latest end of any step
-    ended_ns: int = 0
-    classifier: Any = None  # per-trace classifier state, owned by the engine
-    shared: dict[str, Any] = field(default_factory=dict)  # state detectors of the trace share, by name
-    emitted: Any = None  # what the sinks were already told (live findings), owned by the processor
+    def __init__(self, trace_id: bytes, first_seen: float, last_seen: float) -> None:
+        self.trace_id = trace_id
+        self.first_seen = first_seen
+        self.last_seen = last_seen
+        self.steps: list[Step] = []
+        self.llm_steps: list[Step] = []  # in end order
+        self.root: Step | None = None
+        self.in_order = True  # model and tool calls arrived in start-time order (agent spans end, so come, last)
+        self._last_start = 0
+        self.tool_calls = 0
+        self.started_ns = 0  # earliest start and latest end of any step
+        self.ended_ns = 0
+        self.classifier: Any = None  # per-trace classifier state, owned by the engine
+        self.shared: dict[str, Any] = {}  # state detectors of the trace share, by name
+        self.emitted: Any = None  # what the sinks were already told (live findings), owned by the processor
 
     def add(self, step: Step, now: float) -> None:
         steps = self.steps

@@ -12,7 +12,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from .assemble import SHUTDOWN, Trace, TraceAssembler
@@ -29,18 +29,18 @@ from .verdict import Verdict
 log = logging.getLogger(__name__)
 
 
-@dataclass
 class Published:
     """What the exporters were already told about one trace (live findings are published early)."""
 
-    service: str
-    agent: str
-    modes: set[str] = field(default_factory=set)
-    waste: Waste | None = None  # as published
-    live: Waste | None = None  # accounted incrementally while the trace is open
+    def __init__(self, service: str, agent: str) -> None:
+        self.service = service
+        self.agent = agent
+        self.modes: set[str] = set()
+        self.waste: Waste | None = None  # as published
+        self.live: Waste | None = None  # accounted incrementally while the trace is open
 
 
-@dataclass
+@dataclass(init=False)  # __init__ written out: it is compiled, a generated one is not
 class Increment:
     """New facts about one trace for the counters: modes first shown, repeated steps and their waste."""
 
@@ -50,6 +50,11 @@ class Increment:
     repeated_by_tool: dict[str, int]
     wasted_tokens: dict[tuple[str, str], int]
     wasted_cost: dict[str, float]
+
+    def __init__(self, service: str, agent: str, modes: list[FailureMode], repeated_by_tool: dict[str, int],
+                 wasted_tokens: dict[tuple[str, str], int], wasted_cost: dict[str, float]) -> None:
+        self.service, self.agent, self.modes = service, agent, modes
+        self.repeated_by_tool, self.wasted_tokens, self.wasted_cost = repeated_by_tool, wasted_tokens, wasted_cost
 
 
 NO_WASTE = Waste()  # the waste of a trace without repeated steps; shared, never changed

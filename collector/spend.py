@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from genai_prices import Usage, calc_price
 from genai_prices.types import TieredPrices
@@ -128,30 +128,42 @@ def producer(step: Step, llm_steps: list[Step]) -> Step | None:
 NO_TOKENS = (("input", 0), ("output", 0), ("cache_read", 0), ("cache_write", 0))
 
 
-@dataclass(frozen=True, slots=True)
 class RepeatedStep:
     """One repeated step and what it is charged with: the tokens and cost of the model call that produced
     it, at the first repeated step that call produced (later ones are charged nothing, so the steps' figures
     add up to the Waste's)."""
 
-    code: str  # the finding that marked it
-    step: Step
-    tool: str
-    model: str | None  # of the producing model call ("unknown" when unnamed, None when there was none)
-    tokens: tuple[tuple[str, int], ...]  # (type, tokens) as Step.tokens_by_type
-    cost_usd: float
+    __slots__ = ("code", "cost_usd", "model", "step", "tokens", "tool")
+
+    def __init__(self, code: str, step: Step, tool: str, model: str | None, tokens: tuple[tuple[str, int], ...],
+                 cost_usd: float) -> None:
+        self.code = code  # the finding that marked it
+        self.step = step
+        self.tool = tool
+        self.model = model  # of the producing model call ("unknown" when unnamed, None when there was none)
+        self.tokens = tokens  # (type, tokens) as Step.tokens_by_type
+        self.cost_usd = cost_usd
 
 
-@dataclass
+@dataclass(init=False)  # __init__ written out: it is compiled, a generated one is not
 class Waste:
     """What repeated steps burnt: counts by tool, tokens by (model, type), cost by model, and step by step."""
 
-    repeated_by_tool: dict[str, int] = field(default_factory=dict)
-    tokens: dict[tuple[str, str], int] = field(default_factory=dict)
-    cost: dict[str, float] = field(default_factory=dict)
-    producers: set[bytes] = field(default_factory=set)
-    accounted: dict[str, int] = field(default_factory=dict)  # per finding code: repeated steps included
-    steps: list[RepeatedStep] = field(default_factory=list)
+    repeated_by_tool: dict[str, int]
+    tokens: dict[tuple[str, str], int]
+    cost: dict[str, float]
+    producers: set[bytes]
+    accounted: dict[str, int]  # per finding code: repeated steps included
+    steps: list[RepeatedStep]
+
+    def __init__(self, repeated_by_tool: dict[str, int] | None = None, tokens: dict[tuple[str, str], int] | None = None,
+                 cost: dict[str, float] | None = None, steps: list[RepeatedStep] | None = None) -> None:
+        self.repeated_by_tool = {} if repeated_by_tool is None else repeated_by_tool
+        self.tokens = {} if tokens is None else tokens
+        self.cost = {} if cost is None else cost
+        self.producers = set()
+        self.accounted = {}
+        self.steps = [] if steps is None else steps
 
     @property
     def repeated_steps(self) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .content import Content
 
@@ -20,7 +20,7 @@ class StepKind(enum.IntEnum):
 LLM, TOOL, AGENT, OTHER = StepKind.LLM, StepKind.TOOL, StepKind.AGENT, StepKind.OTHER
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # __init__ written out: it is compiled, a generated one is not
 class Step:
     """A normalised span. Content is only ever kept as a fingerprint or a short preview."""
 
@@ -32,27 +32,46 @@ class Step:
     start_ns: int
     end_ns: int
     service: str
-    agent: str | None = None  # explicit agent name on this span, if any
-    model: str | None = None
-    provider: str | None = None
-    tool: str | None = None
-    tool_call_id: str | None = None
-    args: Content | None = None  # tool arguments
-    result: Content | None = None  # tool result
-    output_fingerprint: int | None = None  # model output (text and tool calls), hashed
-    output_chars: int = 0
-    output_preview: str | None = None
-    error: bool = False
-    error_type: str | None = None
-    error_message: str | None = None  # the failure's text: its exception message, else its status description
-    limit: str | None = None  # a framework's iteration / recursion / turn limit this step hit (its error type or
-    # the message naming the limit)
-    finish_reasons: tuple[str, ...] = ()
-    input_tokens: int = 0  # all input tokens, cache reads and writes included
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    conversation_id: str | None = None
+    agent: str | None  # explicit agent name on this span, if any
+    model: str | None
+    provider: str | None
+    tool: str | None
+    tool_call_id: str | None
+    args: Content | None  # tool arguments
+    result: Content | None  # tool result
+    output_fingerprint: int | None  # model output (text and tool calls), hashed
+    output_chars: int
+    output_preview: str | None
+    error: bool
+    error_type: str | None
+    error_message: str | None  # the failure's text: its exception message, else its status description
+    limit: str | None  # a framework's iteration / recursion / turn limit this step hit (its error type or the
+    # message naming the limit)
+    finish_reasons: tuple[str, ...]
+    input_tokens: int  # all input tokens, cache reads and writes included
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    conversation_id: str | None
+
+    def __init__(self, trace_id: bytes, span_id: bytes, parent_span_id: bytes, kind: StepKind, name: str,
+                 start_ns: int, end_ns: int, service: str, *, agent: str | None = None, model: str | None = None,
+                 provider: str | None = None, tool: str | None = None, tool_call_id: str | None = None,
+                 args: Content | None = None, result: Content | None = None, output_fingerprint: int | None = None,
+                 output_chars: int = 0, output_preview: str | None = None, error: bool = False,
+                 error_type: str | None = None, error_message: str | None = None, limit: str | None = None,
+                 finish_reasons: tuple[str, ...] = (), input_tokens: int = 0, output_tokens: int = 0,
+                 cache_read_tokens: int = 0, cache_write_tokens: int = 0, conversation_id: str | None = None) -> None:
+        self.trace_id, self.span_id, self.parent_span_id, self.kind = trace_id, span_id, parent_span_id, kind
+        self.name, self.start_ns, self.end_ns, self.service = name, start_ns, end_ns, service
+        self.agent, self.model, self.provider, self.tool, self.tool_call_id = agent, model, provider, tool, tool_call_id
+        self.args, self.result = args, result
+        self.output_fingerprint, self.output_chars = output_fingerprint, output_chars
+        self.output_preview = output_preview
+        self.error, self.error_type, self.error_message, self.limit = error, error_type, error_message, limit
+        self.finish_reasons, self.input_tokens, self.output_tokens = finish_reasons, input_tokens, output_tokens
+        self.cache_read_tokens, self.cache_write_tokens = cache_read_tokens, cache_write_tokens
+        self.conversation_id = conversation_id
 
     @property
     def span_hex(self) -> str:
@@ -90,7 +109,7 @@ def end_time(step: Step) -> int:
     return step.end_ns
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # __init__ written out: it is compiled, a generated one is not
 class Finding:
     """One failure mode shown by one trace, with the span ids that show it."""
 
@@ -98,5 +117,10 @@ class Finding:
     confidence: float
     evidence: list[bytes]
     reason: str
-    basis: str = "structure"  # structure | content | judge
-    repeated: list[Step] = field(default_factory=list)  # the redundant steps (FM-1.3 spend)
+    basis: str  # structure | content | judge
+    repeated: list[Step]  # the redundant steps (FM-1.3 spend)
+
+    def __init__(self, code: str, confidence: float, evidence: list[bytes], reason: str, basis: str = "structure",
+                 repeated: list[Step] | None = None) -> None:
+        self.code, self.confidence, self.evidence, self.reason, self.basis = code, confidence, evidence, reason, basis
+        self.repeated = [] if repeated is None else repeated

@@ -10,7 +10,6 @@ from __future__ import annotations
 import fnmatch
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
@@ -24,17 +23,19 @@ from .modes import MODES
 from .tools import ToolClassifier
 
 log = logging.getLogger(__name__)
+STEP_KINDS = tuple(StepKind)  # iterating the enum itself costs more, on every new trace
 
 
-@dataclass(slots=True)
 class TraceFindings:
     """The classifier's state for one trace."""
 
-    detectors: list[Detector]
-    by_kind: dict[StepKind, list[Detector]]  # the detectors each kind of step goes to, in order
-    profile: int  # index into the engine's agent settings, -1 for the defaults
-    settled: bool  # the profile was chosen from the root span's agent (else it may change when the root comes)
-    findings: dict[str, Finding] = field(default_factory=dict)
+    def __init__(self, detectors: list[Detector], by_kind: dict[StepKind, list[Detector]], profile: int,
+                 settled: bool) -> None:
+        self.detectors = detectors
+        self.by_kind = by_kind  # the detectors each kind of step goes to, in order
+        self.profile = profile  # index into the engine's agent settings, -1 for the defaults
+        self.settled = settled  # the profile was chosen from the root span's agent (else it may change with the root)
+        self.findings: dict[str, Finding] = {}
 
 
 class ClassifierEngine:
@@ -99,7 +100,7 @@ class ClassifierEngine:
     def _new(self, trace: Trace, profile: int, settled: bool) -> TraceFindings:
         enabled = self.detectors if profile < 0 else self.agents[profile][1]
         detectors = [cls(s, trace, self.tools) for cls, s in enabled]
-        return TraceFindings(detectors, {kind: [d for d in detectors if kind in d.kinds] for kind in StepKind},
+        return TraceFindings(detectors, {kind: [d for d in detectors if kind in d.kinds] for kind in STEP_KINDS},
                              profile, settled)
 
     def _again(self, trace: Trace, profile: int, settled: bool) -> TraceFindings:

@@ -73,61 +73,61 @@ def _legacy_completion(attrs: dict[str, Any]) -> str | None:
 
 
 def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
-    get = attrs.get
-    op = get("gen_ai.operation.name")
+    op = attrs.get("gen_ai.operation.name")
     kind = _kind(op, attrs)
     if kind is not None:
         draft.setdefault("kind", kind)
-    if (agent := get("gen_ai.agent.name")) is not None:
+    if (agent := attrs.get("gen_ai.agent.name")) is not None:
         draft.setdefault("agent", str(agent))
     elif op in AGENT_OPERATIONS and name.startswith(op + " "):
         draft.setdefault("agent", name[len(op) + 1:])
-    if (model := get("gen_ai.response.model") or get("gen_ai.request.model")) is not None:
+    if (model := attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model")) is not None:
         draft.setdefault("model", str(model))
-    if (provider := get("gen_ai.provider.name") or get("gen_ai.system")) is not None:
+    if (provider := attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system")) is not None:
         draft.setdefault("provider", str(provider))
     if kind is not LLM and kind is not AGENT:  # a tool call, or not known yet
-        if (tool := get("gen_ai.tool.name")) is not None:
+        if (tool := attrs.get("gen_ai.tool.name")) is not None:
             draft.setdefault("tool", str(tool))
         elif op in TOOL_OPERATIONS:  # the span name is `execute_tool {name}`, or just the tool's name (langsmith)
             draft.setdefault("tool", name.removeprefix("execute_tool ") or name)
-        if (call_id := get("gen_ai.tool.call.id")) is not None:
+        if (call_id := attrs.get("gen_ai.tool.call.id")) is not None:
             draft.setdefault("tool_call_id", str(call_id))
         for key in TOOL_ARGUMENTS:
-            if (args := get(key)) is not None:
+            if (args := attrs.get(key)) is not None:
                 draft.setdefault("args", args)
                 break
         for key in TOOL_RESULTS:
-            if (result := get(key)) is not None:
+            if (result := attrs.get(key)) is not None:
                 draft.setdefault("result", result)
                 break
         if kind is TOOL and "openinference.span.kind" not in attrs:  # koog: OpenInference I/O names only
-            if (args := get("input.value")) is not None:
+            if (args := attrs.get("input.value")) is not None:
                 draft.setdefault("args", args)
-            if (result := get("output.value", get("gen_ai.output"))) is not None:  # gen_ai.output: any-agent
+            # gen_ai.output: any-agent
+            if (result := attrs.get("output.value", attrs.get("gen_ai.output"))) is not None:
                 draft.setdefault("result", result)
     if kind is not TOOL and kind is not AGENT:  # a model call, or not known yet
-        messages = get("gen_ai.output.messages")
+        messages = attrs.get("gen_ai.output.messages")
         output = _output_text(messages) if messages is not None else None
         if output is None:
             output = _legacy_completion(attrs)
-        if output is None and kind is LLM and isinstance(get("gen_ai.output"), str):  # any-agent
-            output = get("gen_ai.output")
+        if output is None and kind is LLM and isinstance(attrs.get("gen_ai.output"), str):  # any-agent
+            output = attrs.get("gen_ai.output")
         if output is not None:
             draft.setdefault("output", output)
         for field, keys in _TOKENS:
             for key in keys:
-                if (value := get(key)) is not None:
+                if (value := attrs.get(key)) is not None:
                     draft.setdefault(field, value)
                     break
-    finish = get("gen_ai.response.finish_reasons")
+    finish = attrs.get("gen_ai.response.finish_reasons")
     if type(finish) is str:  # a JSON string where arrays are flattened
         finish = as_json(finish)
     if finish is None and "gen_ai.completion.0.finish_reason" in attrs:  # OpenLLMetry's indexed completions
         finish = [attrs["gen_ai.completion.0.finish_reason"]]
     if finish is not None:
         draft.setdefault("finish_reasons", finish)
-    if (error_type := get("error.type")) is not None:
+    if (error_type := attrs.get("error.type")) is not None:
         draft.setdefault("error_type", str(error_type))
-    if (conversation := get("gen_ai.conversation.id")) is not None:
+    if (conversation := attrs.get("gen_ai.conversation.id")) is not None:
         draft.setdefault("conversation_id", str(conversation))

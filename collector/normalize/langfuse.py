@@ -67,29 +67,28 @@ def _message_text(output: Any) -> tuple[str | None, bool]:
 
 
 def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
-    get = attrs.get
-    obs_type = str(get(_OBS + "type", "")).lower()
+    obs_type = str(attrs.get(_OBS + "type", "")).lower()
     kind = KINDS.get(obs_type, OTHER)
-    output = get(_OBS + "output")
+    output = attrs.get(_OBS + "output")
     message = _tool_message(output) if kind is OTHER and obs_type == "span" else None
     if message is not None:
         kind = TOOL
     draft.setdefault("kind", kind)
-    if (model := get(_OBS + "model.name")) is not None:
+    if (model := attrs.get(_OBS + "model.name")) is not None:
         draft.setdefault("model", str(model))
-    if (provider := get(_OBS + "metadata.ls_provider")) is not None:
+    if (provider := attrs.get(_OBS + "metadata.ls_provider")) is not None:
         draft.setdefault("provider", str(provider))
     if kind is TOOL:
         draft.setdefault("tool", str(message.get("name") or name) if message else name)
         if message and message.get("tool_call_id") is not None:
             draft.setdefault("tool_call_id", str(message["tool_call_id"]))
-        if (args := get(_OBS + "input")) is not None:
+        if (args := attrs.get(_OBS + "input")) is not None:
             draft.setdefault("args", args)
         result = message.get("content") if message else output
         if result is not None:
             draft.setdefault("result", result)
     elif kind is LLM:
-        for field, value in _usage(get(_OBS + "usage_details")).items():
+        for field, value in _usage(attrs.get(_OBS + "usage_details")).items():
             draft.setdefault(field, value)
         text, calls_tools = _message_text(output)
         if text is not None:
@@ -98,5 +97,5 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
             draft.setdefault("finish_reasons", ["tool_calls"])
     elif kind is AGENT and obs_type == "agent":
         draft.setdefault("agent", name)
-    if str(get(_OBS + "level", "")).upper() == "ERROR":
+    if str(attrs.get(_OBS + "level", "")).upper() == "ERROR":
         draft.setdefault("error_type", "_OTHER")

@@ -36,49 +36,48 @@ def _beeai_event(attrs: dict[str, Any], name: str) -> tuple[str, str] | None:
 
 
 def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
-    get = attrs.get
-    kind = KINDS.get(str(get("openinference.span.kind", "")).upper(), OTHER)
+    kind = KINDS.get(str(attrs.get("openinference.span.kind", "")).upper(), OTHER)
     event = _beeai_event(attrs, name)
     if event is not None and (kind is AGENT or event[1] != "start"):
         kind = OTHER  # a call is its start event; agent.react.* events are iterations, not invocations
     draft.setdefault("kind", kind)
-    if (agent := get("agent.name")) is not None:
+    if (agent := attrs.get("agent.name")) is not None:
         draft.setdefault("agent", str(agent))
-    elif kind is AGENT and get("openinference.span.kind") == "AGENT":
-        draft.setdefault("agent", get("graph.node.name") or name)
-    model = get("llm.response.model_name") or get("llm.model_name") or get("llm.request.model_name")
+    elif kind is AGENT and attrs.get("openinference.span.kind") == "AGENT":
+        draft.setdefault("agent", attrs.get("graph.node.name") or name)
+    model = attrs.get("llm.response.model_name") or attrs.get("llm.model_name") or attrs.get("llm.request.model_name")
     if model is not None:
         draft.setdefault("model", str(model))
-    if (provider := get("llm.provider") or get("llm.system")) is not None:
+    if (provider := attrs.get("llm.provider") or attrs.get("llm.system")) is not None:
         draft.setdefault("provider", str(provider))
     if kind is TOOL:
-        if (tool := get("tool.name")) is not None:
+        if (tool := attrs.get("tool.name")) is not None:
             draft.setdefault("tool", str(tool))
         elif event is not None:  # tool.search.wikipedia.start -> search.wikipedia
             draft.setdefault("tool", event[0].removeprefix("tool."))
         else:
             draft.setdefault("tool", name)
-        if (call_id := get("tool.id") or get("tool_call.id")) is not None:
+        if (call_id := attrs.get("tool.id") or attrs.get("tool_call.id")) is not None:
             draft.setdefault("tool_call_id", str(call_id))
-        args = get("tool_call.function.arguments", get("input.value"))
+        args = attrs.get("tool_call.function.arguments", attrs.get("input.value"))
         if args is None and event is not None:  # BeeAI puts the call's arguments in tool.parameters
-            args = get("tool.parameters")
+            args = attrs.get("tool.parameters")
         if args is not None:
             draft.setdefault("args", args)
-        if (result := get("output.value")) is not None:
+        if (result := attrs.get("output.value")) is not None:
             draft.setdefault("result", result)
     if kind is LLM:
-        output = _output_messages(attrs) or get("output.value")
+        output = _output_messages(attrs) or attrs.get("output.value")
         if output is not None:
             draft.setdefault("output", str(output))
-        if (finish := get("llm.finish_reason")) is not None:
+        if (finish := attrs.get("llm.finish_reason")) is not None:
             draft.setdefault("finish_reasons", [finish])
         elif output is not None and "llm.output_messages.0.message.tool_calls.0.tool_call.function.name" in attrs:
             draft.setdefault("finish_reasons", ["tool_calls"])  # no finish reason given: the output asked for tools
     for key, field in (("llm.token_count.prompt", "input_tokens"), ("llm.token_count.completion", "output_tokens"),
                        ("llm.token_count.prompt_details.cache_read", "cache_read_tokens"),
                        ("llm.token_count.prompt_details.cache_write", "cache_write_tokens")):
-        if (value := get(key)) is not None:
+        if (value := attrs.get(key)) is not None:
             draft.setdefault(field, value)
-    if (session := get("session.id")) is not None:
+    if (session := attrs.get("session.id")) is not None:
         draft.setdefault("conversation_id", str(session))

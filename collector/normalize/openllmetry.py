@@ -16,22 +16,21 @@ MARKERS = frozenset({"traceloop.span.kind", "llm.request.type"})  # a span with 
 
 
 def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
-    get = attrs.get
-    span_kind = get("traceloop.span.kind")
-    if get("llm.request.type") in LLM_REQUEST_TYPES:
+    span_kind = attrs.get("traceloop.span.kind")
+    if attrs.get("llm.request.type") in LLM_REQUEST_TYPES:
         draft.setdefault("kind", LLM)
     elif span_kind in KINDS:
         draft.setdefault("kind", KINDS[span_kind])
-    entity = get("traceloop.entity.name")
+    entity = attrs.get("traceloop.entity.name")
     if span_kind == "agent" and entity is not None:
         draft.setdefault("agent", str(entity))
     if span_kind == "tool":
         draft.setdefault("tool", str(entity or name.removesuffix(".tool")))
-        if (args := get("traceloop.entity.input")) is not None:
+        if (args := attrs.get("traceloop.entity.input")) is not None:
             draft.setdefault("args", args)
-        if (result := get("traceloop.entity.output")) is not None:
+        if (result := attrs.get("traceloop.entity.output")) is not None:
             draft.setdefault("result", result)
-    if (finish := get("llm.response.finish_reason")) is not None:
+    if (finish := attrs.get("llm.response.finish_reason")) is not None:
         draft.setdefault("finish_reasons", [finish])
-    if (total := get("llm.usage.total_tokens")) is not None and "input_tokens" not in draft:
+    if (total := attrs.get("llm.usage.total_tokens")) is not None and "input_tokens" not in draft:
         draft.setdefault("input_tokens", total)  # only the total is known: counted as input

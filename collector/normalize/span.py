@@ -106,40 +106,39 @@ def normalize_span(span: SpanRecord) -> Step:
     draft: dict[str, Any] = {}
     for read in _readers(tuple(attrs)):
         read(attrs, name, draft)
-    get = draft.get
-    kind = get("kind") or OTHER
+    kind = draft.get("kind") or OTHER
     step = Step(trace_id, span_id, parent_span_id, kind, _intern(name), start_ns, end_ns, _intern(service))
     if not draft:
         if status_code == STATUS_ERROR or EXCEPTION_TYPE in attrs:
             _failure(step, attrs, status_code == STATUS_ERROR, None)
         return step
-    if (agent := get("agent")) is not None:
+    if (agent := draft.get("agent")) is not None:
         step.agent = _intern(agent)
-    if (model := get("model")) is not None:
+    if (model := draft.get("model")) is not None:
         step.model = _model_id(model)
-    if (provider := get("provider")) is not None:
+    if (provider := draft.get("provider")) is not None:
         step.provider = _intern(provider)
-    if (tool := get("tool")) is not None:
+    if (tool := draft.get("tool")) is not None:
         step.tool = _intern(tool)
-    step.tool_call_id = get("tool_call_id")
-    step.conversation_id = get("conversation_id")
-    if (args := get("args")) is not None:
+    step.tool_call_id = draft.get("tool_call_id")
+    step.conversation_id = draft.get("conversation_id")
+    if (args := draft.get("args")) is not None:
         step.args = Content(args)
-    if (result := get("result")) is not None:
+    if (result := draft.get("result")) is not None:
         step.result = Content(result)
-    if (output := get("output")) is not None:
+    if (output := draft.get("output")) is not None:
         text = str(output)
         step.output_fingerprint = fingerprint(" ".join(text.split()))
         step.output_chars = len(text)
         step.output_preview = preview(text)
     if kind is LLM:  # tokens from inference spans only: agent spans repeat their children's sums
-        step.input_tokens = _int(get("input_tokens"))
-        step.output_tokens = _int(get("output_tokens"))
-        step.cache_read_tokens = _int(get("cache_read_tokens"))
-        step.cache_write_tokens = _int(get("cache_write_tokens"))
-    if finish := get("finish_reasons"):
+        step.input_tokens = _int(draft.get("input_tokens"))
+        step.output_tokens = _int(draft.get("output_tokens"))
+        step.cache_read_tokens = _int(draft.get("cache_read_tokens"))
+        step.cache_write_tokens = _int(draft.get("cache_write_tokens"))
+    if finish := draft.get("finish_reasons"):
         step.finish_reasons = _finish_reasons(finish)
-    error_type = get("error_type")
+    error_type = draft.get("error_type")
     if status_code == STATUS_ERROR or error_type is not None or EXCEPTION_TYPE in attrs:
         _failure(step, attrs, status_code == STATUS_ERROR, error_type)
     return step

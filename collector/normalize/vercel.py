@@ -16,8 +16,7 @@ MARKERS = frozenset({"ai.operationId"})  # a span with any of these is read by t
 
 
 def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
-    get = attrs.get
-    op = get("ai.operationId")
+    op = attrs.get("ai.operationId")
     if op in LLM_OPERATIONS:
         draft.setdefault("kind", LLM)
     elif op == "ai.toolCall":
@@ -26,30 +25,30 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
         draft.setdefault("kind", AGENT)
     else:
         draft.setdefault("kind", OTHER)
-    if (agent := get("ai.telemetry.functionId")) is not None:
+    if (agent := attrs.get("ai.telemetry.functionId")) is not None:
         draft.setdefault("agent", str(agent))
-    if (model := get("ai.response.model") or get("ai.model.id")) is not None:
+    if (model := attrs.get("ai.response.model") or attrs.get("ai.model.id")) is not None:
         draft.setdefault("model", str(model))
-    if (provider := get("ai.model.provider")) is not None:
+    if (provider := attrs.get("ai.model.provider")) is not None:
         draft.setdefault("provider", str(provider).split(".")[0])
     if op == "ai.toolCall":
-        draft.setdefault("tool", str(get("ai.toolCall.name", name)))
-        if (call_id := get("ai.toolCall.id")) is not None:
+        draft.setdefault("tool", str(attrs.get("ai.toolCall.name", name)))
+        if (call_id := attrs.get("ai.toolCall.id")) is not None:
             draft.setdefault("tool_call_id", str(call_id))
-        if (args := get("ai.toolCall.args")) is not None:
+        if (args := attrs.get("ai.toolCall.args")) is not None:
             draft.setdefault("args", args)
-        if (result := get("ai.toolCall.result")) is not None:
+        if (result := attrs.get("ai.toolCall.result")) is not None:
             draft.setdefault("result", result)
     if op in LLM_OPERATIONS:
-        text = get("ai.response.text")
-        calls = get("ai.response.toolCalls")
+        text = attrs.get("ai.response.text")
+        calls = attrs.get("ai.response.toolCalls")
         if text is not None or calls is not None:
             draft.setdefault("output", f"{text or ''}\n{calls or ''}".strip())
-        if (finish := get("ai.response.finishReason")) is not None:
+        if (finish := attrs.get("ai.response.finishReason")) is not None:
             draft.setdefault("finish_reasons", [finish])
         for key, field in (("ai.usage.promptTokens", "input_tokens"), ("ai.usage.inputTokens", "input_tokens"),
                            ("ai.usage.completionTokens", "output_tokens"),
                            ("ai.usage.outputTokens", "output_tokens"),
                            ("ai.usage.cachedInputTokens", "cache_read_tokens")):
-            if (value := get(key)) is not None:
+            if (value := attrs.get(key)) is not None:
                 draft.setdefault(field, value)
