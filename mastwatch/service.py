@@ -15,9 +15,10 @@ from mastwatch.exporter.prometheus import JudgeMetrics, PrometheusExporter
 from mastwatch.exporter.store import StoreExporter
 
 log = logging.getLogger(__name__)
-# Buffered traces are many long-lived objects: the young generation is collected less often
-# (benchmarks/processor.py measures with the same thresholds).
-GC_THRESHOLDS = (50_000, 20, 100)
+# Buffered traces are many long-lived objects, and a completed trace is freed by reference counting (nothing
+# points back at it): the young generation is collected seldom. At 50,000 collections took a tenth of the
+# server's time end to end (benchmarks/throughput.py); benchmarks/processor.py measures with the same thresholds.
+GC_THRESHOLDS = (500_000, 20, 100)
 
 
 class Service:
