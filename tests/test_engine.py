@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.machinery
+import os
+
+import pytest
+
 from mastwatch.collector.assemble import Trace
 from mastwatch.collector.classify.detector import Detector
 from mastwatch.collector.classify.detectors import load_detectors
@@ -50,3 +56,14 @@ def test_steps_no_detector_wants_cost_no_state() -> None:
     trace = Trace(b"\x01" * 16, 0.0, 0.0)
     assert not engine.observe(trace, _step(1, StepKind.OTHER))
     assert trace.classifier is None
+
+
+@pytest.mark.skipif(os.environ.get("MASTWATCH_COMPILE") == "0", reason="built as plain Python")
+@pytest.mark.parametrize("module", ["steps", "content", "assemble", "normalize.span", "normalize.genai", "spend",
+                                    "classify.engine", "classify.detector", "classify.detectors.step_repetition",
+                                    "processor", "verdict"])
+def test_the_per_span_modules_are_compiled(module: str) -> None:
+    """The build (setup.py) compiles them; a plain-Python detector (_Exploding above) still subclasses Detector."""
+    loaded = importlib.import_module(f"mastwatch.collector.{module}")
+    assert loaded.__file__ is not None and loaded.__file__.endswith(importlib.machinery.EXTENSION_SUFFIXES[0]), \
+        f"{module} is not compiled: pip install -e . (with mypy available to the build)"
