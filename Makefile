@@ -7,9 +7,9 @@ BIN := $(VENV)/bin
 .PHONY: run test lint bench clean
 
 # An editable install keeps the compiled modules (setup.py) beside their sources: rebuilt when a source changes.
-COMPILED := $(wildcard collector/*.py collector/normalize/*.py collector/classify/*.py collector/classify/detectors/*.py)
+COLLECTOR := $(shell find collector -name '*.py' -o -name '*.c')
 
-$(BIN)/mastwatch: pyproject.toml setup.py collector/receiver/_otlpdecode.c $(COMPILED)
+$(BIN)/mastwatch: pyproject.toml setup.py $(COLLECTOR)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'

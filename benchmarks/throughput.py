@@ -9,7 +9,8 @@ capture: an invoke_agent root, and model calls and tool calls (some looping), 10
 Prints spans/s (by wall clock, and per CPU second of the server process: the steadier figure on a shared
 machine) end to end (decoded, normalised, assembled, classified, priced, counted in Prometheus and
 written to the chDB store), the same without the store, spans/s of the decode-only receiver (the same
-gRPC receiver and decoder, dropping what it decodes), and the ratios. The modes take turns for `--rounds`
+gRPC receiver and decoder, dropping what it decodes), the share of the server's CPU time spent
+collecting garbage (timed with gc.callbacks), and the ratios. The modes take turns for `--rounds`
 rounds, each in a fresh server process; the ratios are of each mode's best round (a shared machine only ever
 slows a run down). BENCH_WORKERS sets the gRPC server threads of both receivers (default 4).
 """
@@ -17,6 +18,7 @@ slows a run down). BENCH_WORKERS sets the gRPC server threads of both receivers 
 from __future__ import annotations
 
 import argparse
+import gc
 import multiprocessing as mp
 import os
 import shutil
@@ -70,17 +72,19 @@ class _DecodeOnly:
 
 
 def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, client_cpu: int | None,
-        concurrency: int) -> tuple[float, float]:
-    """(spans per wall second, spans per CPU second of the server process)."""
+        concurrency: int) -> tuple[float, float, float]:
+    """(spans per wall second, spans per CPU second of the server process, share of its CPU time spent
+    collecting garbage)."""
     from mastwatch.collector.receiver import GrpcConfig
     from mastwatch.collector.receiver.grpc_server import GrpcReceiver
     from mastwatch.config import load
-    from mastwatch.service import Service
+    from mastwatch.service import GC_THRESHOLDS, Service
 
     if server_cpu is not None:
         os.sched_setaffinity(0, {server_cpu})
     store = tempfile.mkdtemp(prefix="mastwatch-bench-")
     if mode == "decode-only":
+        gc.set_threshold(*GC_THRESHOLDS)  # as the server sets them: garbage collection costs both the same
         sink = _DecodeOnly()
         counters = type("C", (), {"spans_received": lambda *a: None, "spans_rejected": lambda *a: None,
                                   "request_rejected": lambda *a: None})()
@@ -106,15 +110,25 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
         stop = service.stop
     client = mp.get_context("spawn").Process(target=_client, args=(f"127.0.0.1:{port}", bodies, client_cpu,
                                                                    concurrency))
+    collecting = [0.0, 0.0]  # seconds in collections; when the current one started
+
+    def timed(phase: str, info: dict) -> None:
+        if phase == "start":
+            collecting[1] = time.perf_counter()
+        else:
+            collecting[0] += time.perf_counter() - collecting[1]
+
+    gc.callbacks.append(timed)
     started, cpu_started = time.perf_counter(), time.process_time()
     client.start()
     while not done():
         time.sleep(0.01)
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    gc.callbacks.remove(timed)
     client.join()
     stop()
     shutil.rmtree(store, ignore_errors=True)
-    return total / elapsed, total / cpu
+    return total / elapsed, total / cpu, collecting[0] / cpu
 
 
 def _serve(out, *args) -> None:
@@ -136,6 +150,7 @@ def main() -> None:
           f"client on CPU {client_cpu}")
     modes = ("decode-only", "end-to-end", "no-store")
     results = dict.fromkeys(modes, (0.0, 0.0))
+    collecting = dict.fromkeys(modes, 0.0)  # of the best round by server CPU
     ctx = mp.get_context("spawn")
     for round_ in range(1, args.rounds + 1):
         for mode in modes:
@@ -143,14 +158,18 @@ def main() -> None:
             server = ctx.Process(target=_serve, args=(out, mode, bodies, total, server_cpu, client_cpu,
                                                       args.concurrency))
             server.start()
-            wall, cpu = out.get()
+            wall, cpu, gc_share = out.get()
             server.join()
+            if cpu > results[mode][1]:
+                collecting[mode] = gc_share
             results[mode] = (max(results[mode][0], wall), max(results[mode][1], cpu))
-            print(f"round {round_} {mode:>12}: {wall:>10,.0f} spans/s   {cpu:>10,.0f} spans per server CPU second")
+            print(f"round {round_} {mode:>12}: {wall:>10,.0f} spans/s   {cpu:>10,.0f} spans per server CPU second"
+                  f"   {gc_share:.1%} of it collecting garbage")
     print(f"best of {args.rounds} rounds:")
     for mode in modes:
         wall, cpu = results[mode]
-        print(f"{mode:>12}: {wall:>10,.0f} spans/s   {cpu:>10,.0f} spans per server CPU second")
+        print(f"{mode:>12}: {wall:>10,.0f} spans/s   {cpu:>10,.0f} spans per server CPU second   "
+              f"{collecting[mode]:.1%} of it collecting garbage")
     for mode, what in (("end-to-end", "end-to-end / decode-only"), ("no-store", "the same without the chDB store")):
         print(f"{mode:>12}: ratio {results[mode][0] / results['decode-only'][0]:.2f} by wall clock, "
               f"{results[mode][1] / results['decode-only'][1]:.2f} by server CPU ({what})")

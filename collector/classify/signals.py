@@ -117,6 +117,14 @@ def transient(step: Step) -> bool:
     return any(text and _TRANSIENT.search(text) for text in (step.error_type, step.error_message, _text(step)))
 
 
+def _output_says(pattern: re.Pattern[str], step: Step) -> bool:
+    """Whether the model output (content capture on) matches `pattern` anywhere."""
+    text = step.output_preview
+    if not text:
+        return False
+    return pattern.search(text) is not None
+
+
 def claims_success(step: Step) -> bool:
     """Model output claiming success, not negated nearby (content capture on)."""
     text = step.output_preview
@@ -128,10 +136,7 @@ def claims_success(step: Step) -> bool:
 
 def explains_failure(step: Step) -> bool:
     """Model output telling the user the work cannot be done: an apology, an impossibility (content capture on)."""
-    text = step.output_preview
-    if not text:
-        return False
-    return _EXPLAINED_FAILURE.search(text) is not None
+    return _output_says(_EXPLAINED_FAILURE, step)
 
 
 def unhealthy(step: Step) -> bool:
@@ -142,10 +147,7 @@ def unhealthy(step: Step) -> bool:
 
 def limit_text(step: Step) -> bool:
     """Model output carrying a framework's "stopped at the limit" message (content capture on)."""
-    text = step.output_preview
-    if not text:
-        return False
-    return LIMIT_TEXT.search(text) is not None
+    return _output_says(LIMIT_TEXT, step)
 
 
 def acknowledged_only(step: Step) -> bool:
@@ -156,10 +158,7 @@ def acknowledged_only(step: Step) -> bool:
 
 def states_change(step: Step) -> bool:
     """Model output saying it will do something different next (content capture on)."""
-    text = step.output_preview
-    if not text:
-        return False
-    return _STATED_CHANGE.search(text) is not None
+    return _output_says(_STATED_CHANGE, step)
 
 
 def stated_tool(step: Step) -> str | None:
