@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -23,6 +24,8 @@ from mastwatch.collector.config import ProcessorConfig
 from mastwatch.collector.normalize import normalize_span
 from mastwatch.collector.processor import Processor
 from mastwatch.collector.receiver.decode import SpanRecord, decode
+from mastwatch.exporter.prometheus import PrometheusExporter, PrometheusExporterConfig
+from mastwatch.exporter.store import StoreConfig, StoreExporter
 from mastwatch.service import GC_THRESHOLDS
 
 from traffic import requests
@@ -64,12 +67,17 @@ def _assemble(batches: list[list[SpanRecord]], engine: ClassifierEngine | None) 
     return run
 
 
-def _process(batches: list[list[SpanRecord]]) -> Callable[[], None]:
+def _process(batches: list[list[SpanRecord]], prometheus: PrometheusExporter | None = None,
+             store: StoreExporter | None = None) -> Callable[[], None]:
+    """The processor, with the exporters given (the store is flushed: its writer thread's CPU counts)."""
     def run() -> None:
-        processor = Processor(ProcessorConfig(), [])
+        telemetry = prometheus.self_metrics if prometheus else None
+        processor = Processor(ProcessorConfig(), [e for e in (prometheus, store) if e], telemetry)
         for spans in batches:
             processor.process(spans, now=0.0)
         processor.drain()
+        if store is not None:
+            store.flush()
     return run
 
 
@@ -83,8 +91,12 @@ def main() -> None:
     bodies = requests(args.spans, args.batch, content=args.content)
     batches = [decode(body).spans for body in bodies]
     n = sum(len(b) for b in batches)
+    prometheus = PrometheusExporter(PrometheusExporterConfig())  # not served
+    directory = tempfile.TemporaryDirectory(prefix="mastwatch-bench-")
+    store = StoreExporter(StoreConfig(path=directory.name), prometheus.self_metrics)
     stages = {"decode": _decode(bodies), "normalise": _normalise(batches), "+ assemble": _assemble(batches, None),
-              "+ classify": _assemble(batches, ClassifierEngine()), "processor": _process(batches)}
+              "+ classify": _assemble(batches, ClassifierEngine()), "processor": _process(batches),
+              "+ prometheus": _process(batches, prometheus), "+ store": _process(batches, prometheus, store)}
     best = dict.fromkeys(stages, float("inf"))
     gc.collect()
     gc.freeze()  # the decoded input is not garbage: collections would walk it again and again
@@ -97,6 +109,8 @@ def main() -> None:
             best[name] = min(best[name], time.process_time() - started)
     gc.set_threshold(*thresholds)
     gc.unfreeze()
+    store.shutdown()
+    directory.cleanup()
     per_span = {name: seconds * 1e6 / n for name, seconds in best.items()}
     print(f"CPU µs per span, {n} spans in {len(bodies)} requests (10-span traces, content "
           f"{'on' if args.content else 'off'}), best of {args.passes} passes:")

@@ -8,11 +8,15 @@ Label values that come from spans (service, agent, model, tool) are untrusted: e
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 from pydantic import BaseModel, ConfigDict, Field
 
 from mastwatch.collector.classify.modes import MODES
@@ -53,6 +57,60 @@ class LabelLimiter:
         return OVERFLOW
 
 
+class Totals(Collector):
+    """A counter family the processor's thread adds to per trace: a dict update, where a prometheus-client
+    Counter child takes a lock and several calls (a fifth of the exporter's time per verdict). One thread
+    adds; scrapes read a copy (the GIL makes the copy atomic)."""
+
+    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...], registry: CollectorRegistry) -> None:
+        self.name, self.documentation, self.labelnames = name, documentation, labelnames
+        self.values: dict[tuple[str, ...], float] = {}
+        registry.register(self)
+
+    def add(self, labels: tuple[str, ...], amount: float = 1) -> None:
+        values = self.values
+        values[labels] = values.get(labels, 0) + amount
+
+    def get(self, *labels: str) -> float:
+        return self.values.get(labels, 0)
+
+    def describe(self) -> list[CounterMetricFamily]:
+        return [CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)]
+
+    def collect(self) -> list[CounterMetricFamily]:
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for labels, value in list(self.values.items()):
+            family.add_metric(labels, value)
+        return [family]
+
+
+class LatencyHistogram(Collector):
+    """A histogram observed by one thread, as `Totals` (prometheus-client's Histogram locks and loops over
+    its buckets in Python on every observation)."""
+
+    def __init__(self, name: str, documentation: str, buckets: tuple[float, ...], registry: CollectorRegistry) -> None:
+        self.name, self.documentation = name, documentation
+        self.bounds = buckets
+        self.counts = [0] * (len(buckets) + 1)  # the last: above every bound
+        self.sum = 0.0
+        registry.register(self)
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(self.bounds, seconds)] += 1
+        self.sum += seconds
+
+    def describe(self) -> list[HistogramMetricFamily]:
+        return [HistogramMetricFamily(self.name, self.documentation)]
+
+    def collect(self) -> list[HistogramMetricFamily]:
+        counts, total = list(self.counts), self.sum
+        buckets, cumulative = [], 0
+        for bound, n in zip((*self.bounds, float("inf")), counts, strict=True):
+            cumulative += n
+            buckets.append((floatToGoString(bound), cumulative))
+        return [HistogramMetricFamily(self.name, self.documentation, buckets=buckets, sum_value=total)]
+
+
 class SelfMetrics:
     """mastwatch_*: what the pipeline itself is doing."""
 
@@ -67,17 +125,17 @@ class SelfMetrics:
         self.processed = Counter("mastwatch_spans_processed", "Spans normalised and classified", registry=r)
         self.late = Counter("mastwatch_late_spans", "Spans that arrived after their trace was classified "
                             "(dropped)", registry=r)
-        self.completed = Counter("mastwatch_traces_completed", "Traces classified, by why they were "
-                                 "released (complete, max_spans, max_age, evicted, shutdown)", ["reason"], registry=r)
+        self.completed = Totals("mastwatch_traces_completed", "Traces classified, by why they were "
+                                "released (complete, max_spans, max_age, evicted, shutdown)", ("reason",), r)
         self.evicted = Counter("mastwatch_traces_evicted", "Traces classified early because max_traces were "
                                "in flight", registry=r)
         self.in_flight = Gauge("mastwatch_traces_in_flight", "Traces being assembled", registry=r)
         self.buffered = Gauge("mastwatch_spans_buffered", "Spans held in traces being assembled", registry=r)
         self.queued = Gauge("mastwatch_queue_spans", "Spans accepted and waiting to be processed", registry=r)
-        self.latency = Histogram("mastwatch_classification_latency_seconds", "Time to classify a completed "
-                                 "trace and hand it to the exporters", registry=r,
-                                 buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                          0.25, 1.0))
+        self.latency = LatencyHistogram("mastwatch_classification_latency_seconds", "Time to classify a "
+                                        "completed trace and hand it to the exporters",
+                                        (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                         0.25, 1.0), r)
         self.detector_errors = Counter("mastwatch_detector_errors", "Detector failures (the detector is "
                                        "switched off for that trace)", ["failure_mode"], registry=r)
         self.unpriced = Counter("mastwatch_unpriced_llm_calls", "Inference calls of models with no known "
@@ -98,7 +156,6 @@ class SelfMetrics:
                                               "store table", registry=r,
                                               buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                                                        2.5, 10.0))
-        self._completed: dict[str, Any] = {}  # reason -> child (a handful of reasons)
         self.limit = lambda label, value: value  # replaced by the exporter's LabelLimiter
 
     # the receiver's Counters and the processor's Telemetry protocols
@@ -119,10 +176,7 @@ class SelfMetrics:
         self.late.inc(n)
 
     def trace_completed(self, reason: str, seconds: float) -> None:
-        child = self._completed.get(reason)
-        if child is None:
-            child = self._completed[reason] = self.completed.labels(reason)
-        child.inc()
+        self.completed.add((reason,))
         if reason == "evicted":
             self.evicted.inc()
         self.latency.observe(seconds)
@@ -171,24 +225,22 @@ class PrometheusExporter:
             label).inc())
         self.self_metrics.limit = self.limit
         r = registry
-        self.traces = Counter("mast_traces", "Agent traces classified", ["service", "agent"], registry=r)
-        self.failing = Counter("mast_failing_traces", "Traces showing at least one MAST failure mode (counted when "
-                               "classified, as mast_traces)", ["service", "agent"], registry=r)
-        self.mode_traces = Counter("mast_failure_mode_traces", "Traces showing a MAST failure mode (counted "
-                                   "once per trace, when first detected, possibly while the run goes on)",
-                                   ["service", "agent", "failure_mode", "category"], registry=r)
-        self.tokens = Counter("mast_tokens", "Tokens of inference calls, by type (input excludes cached "
-                              "input; input+output+cache_read+cache_write is the total)",
-                              ["service", "agent", "model", "type"], registry=r)
-        self.cost = Counter("mast_cost_usd", "Inference spend in USD (genai-prices)", ["service", "agent", "model"],
-                            registry=r)
-        self.repeated = Counter("mast_repeated_steps", "Steps that repeated an already completed step (FM-1.3)",
-                                ["service", "agent", "tool"], registry=r)
-        self.wasted_tokens = Counter("mast_wasted_tokens", "Tokens of the model calls that produced repeated "
-                                     "steps, by type", ["service", "agent", "model", "type"], registry=r)
-        self.wasted_cost = Counter("mast_wasted_cost_usd", "USD spent on the model calls that produced "
-                                   "repeated steps", ["service", "agent", "model"], registry=r)
-        self._children: dict[tuple, Any] = {}  # bounded: every label value passes the limiter
+        self.traces = Totals("mast_traces", "Agent traces classified", ("service", "agent"), r)
+        self.failing = Totals("mast_failing_traces", "Traces showing at least one MAST failure mode (counted when "
+                              "classified, as mast_traces)", ("service", "agent"), r)
+        self.mode_traces = Totals("mast_failure_mode_traces", "Traces showing a MAST failure mode (counted once "
+                                  "per trace, when first detected, possibly while the run goes on)",
+                                  ("service", "agent", "failure_mode", "category"), r)
+        self.tokens = Totals("mast_tokens", "Tokens of inference calls, by type (input excludes cached input; "
+                             "input+output+cache_read+cache_write is the total)", ("service", "agent", "model", "type"),
+                             r)
+        self.cost = Totals("mast_cost_usd", "Inference spend in USD (genai-prices)", ("service", "agent", "model"), r)
+        self.repeated = Totals("mast_repeated_steps", "Steps that repeated an already completed step (FM-1.3)",
+                               ("service", "agent", "tool"), r)
+        self.wasted_tokens = Totals("mast_wasted_tokens", "Tokens of the model calls that produced repeated steps, "
+                                    "by type", ("service", "agent", "model", "type"), r)
+        self.wasted_cost = Totals("mast_wasted_cost_usd", "USD spent on the model calls that produced repeated "
+                                  "steps", ("service", "agent", "model"), r)
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -200,38 +252,31 @@ class PrometheusExporter:
             raise OSError(f"cannot serve metrics on {self.config.endpoint}: {e.strerror}") from None
         return self._server.server_address[:2]
 
-    def _child(self, metric: Counter, *labels: str):
-        """metric.labels(*labels), cached: labels() validates and locks on every call."""
-        key = (metric, labels)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*labels)
-        return child
-
     def export_increment(self, inc: Increment) -> None:
-        limit, child = self.limit, self._child
+        limit = self.limit
         service, agent = limit("service", inc.service), limit("agent", inc.agent)
         for mode in inc.modes:
-            child(self.mode_traces, service, agent, mode.code, mode.category).inc()
+            self.mode_traces.add((service, agent, mode.code, mode.category))
         for tool, n in inc.repeated_by_tool.items():
-            child(self.repeated, service, agent, limit("tool", tool)).inc(n)
+            self.repeated.add((service, agent, limit("tool", tool)), n)
         for (model, kind), n in inc.wasted_tokens.items():
-            child(self.wasted_tokens, service, agent, limit("model", model), kind).inc(n)
+            self.wasted_tokens.add((service, agent, limit("model", model), kind), n)
         for model, usd in inc.wasted_cost.items():
-            child(self.wasted_cost, service, agent, limit("model", model)).inc(usd)
+            self.wasted_cost.add((service, agent, limit("model", model)), usd)
 
     def export_verdict(self, verdict: Verdict, inc: Increment) -> None:
         if inc.modes or inc.repeated_by_tool or inc.wasted_tokens or inc.wasted_cost:
             self.export_increment(inc)
-        limit, child = self.limit, self._child
+        limit = self.limit
         service, agent = limit("service", verdict.service), limit("agent", verdict.agent)
-        child(self.traces, service, agent).inc()
+        self.traces.add((service, agent))
         if verdict.findings:
-            child(self.failing, service, agent).inc()
+            self.failing.add((service, agent))
+        tokens, cost = self.tokens.add, self.cost.add
         for (model, kind), n in verdict.tokens.items():
-            child(self.tokens, service, agent, limit("model", model), kind).inc(n)
+            tokens((service, agent, limit("model", model), kind), n)
         for model, usd in verdict.cost.items():
-            child(self.cost, service, agent, limit("model", model)).inc(usd)
+            cost((service, agent, limit("model", model)), usd)
 
     def shutdown(self) -> None:
         if self._server is not None:
@@ -248,7 +293,7 @@ class JudgeMetrics:
     def __init__(self, exporter: PrometheusExporter) -> None:
         r = exporter.registry
         self.limit = exporter.limit
-        self._child = exporter._child
+        self._children: dict[tuple, Any] = {}  # bounded: every label value passes the limiter
         self.judged = Counter("mast_judged_traces", "Traces the judge assessed", ["service", "agent"], registry=r)
         self.findings = Counter("mast_judge_findings", "The judge's answer per assessed mode and trace: found "
                                 "(yes, structure had not found it), confirmed (yes, structure had), rejected (no, "
@@ -273,6 +318,14 @@ class JudgeMetrics:
         child(self.judged, service, agent).inc()
         for code in judgement.assessments:
             child(self.findings, service, agent, code, MODES[code].category, judgement.verdict(code)).inc()
+
+    def _child(self, metric: Counter, *labels: str):
+        """metric.labels(*labels), cached: labels() validates and locks on every call."""
+        key = (metric, labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def judge_request(self, outcome: str, seconds: float) -> None:
         self.requests.labels(outcome).inc()
