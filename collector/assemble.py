@@ -15,16 +15,16 @@ import bisect
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from .steps import LLM, TOOL, Step, end_time
 
-COMPLETE = "complete"
-MAX_SPANS = "max_spans"
-MAX_AGE = "max_age"
-EVICTED = "evicted"
-SHUTDOWN = "shutdown"
-END_OF_INPUT = "end_of_input"
+COMPLETE: Final = "complete"
+MAX_SPANS: Final = "max_spans"
+MAX_AGE: Final = "max_age"
+EVICTED: Final = "evicted"
+SHUTDOWN: Final = "shutdown"
+END_OF_INPUT: Final = "end_of_input"
 
 
 class Trace:

@@ -9,20 +9,20 @@ import functools
 import hashlib
 import json
 import re
-from typing import Any
+from typing import Any, Final
 
-PREVIEW_CHARS = 160  # what of a piece of content is kept for evidence; the rest is only hashed
-RAW_LIMIT = 512  # larger values are fingerprinted at once
-_DECODER = json.JSONDecoder()
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+PREVIEW_CHARS: Final = 160  # what of a piece of content is kept for evidence; the rest is only hashed
+RAW_LIMIT: Final = 512  # larger values are fingerprinted at once
+_DECODER: Final = json.JSONDecoder()
+_ENCODER: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 # Encoded JSON that canonicalising may change: whitespace other than single inner spaces (raw, escaped, or at a
 # string's ends), a string starting with JSON, a number that may be a float. Anything else is canonical already.
-_MAY_CHANGE = re.compile(r'[^\S ]|  |" | "|\\[bfnrtu]|"[{\[]|\d[.eE]|Infinity|NaN')
+_MAY_CHANGE: Final = re.compile(r'[^\S ]|  |" | "|\\[bfnrtu]|"[{\[]|\d[.eE]|Infinity|NaN')
 # A flat JSON object that is canonical as it stands if its keys are in order: no whitespace outside strings, integers,
 # strings without escapes, without whitespace other than single inner spaces, and not starting with JSON.
-_FLAT = re.compile(r'\{(?:"[^"\\\x00-\x1f]*":(?:0|-?[1-9]\d{0,15}|true|false|null|""|'
-                   r'"(?![{\[])[^"\\\s\x00-\x1f]+(?: [^"\\\s\x00-\x1f]+)*")(?:,(?=")|(?=\})))*\}')
-_KEY = re.compile(r'[{,]"([^"]*)":')  # the keys of a flat object (its strings hold no quotes)
+_FLAT: Final = re.compile(r'\{(?:"[^"\\\x00-\x1f]*":(?:0|-?[1-9]\d{0,15}|true|false|null|""|'
+                          r'"(?![{\[])[^"\\\s\x00-\x1f]+(?: [^"\\\s\x00-\x1f]+)*")(?:,(?=")|(?=\})))*\}')
+_KEY: Final = re.compile(r'[{,]"([^"]*)":')  # the keys of a flat object (its strings hold no quotes)
 
 
 def as_json(value: Any) -> Any:

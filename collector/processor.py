@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 from .assemble import SHUTDOWN, Trace, TraceAssembler
 from .classify.engine import ClassifierEngine
@@ -57,7 +57,7 @@ class Increment:
         self.repeated_by_tool, self.wasted_tokens, self.wasted_cost = repeated_by_tool, wasted_tokens, wasted_cost
 
 
-NO_WASTE = Waste()  # the waste of a trace without repeated steps; shared, never changed
+NO_WASTE: Final = Waste()  # the waste of a trace without repeated steps; shared, never changed
 
 
 class Exporter(Protocol):

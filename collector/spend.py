@@ -11,6 +11,7 @@ import bisect
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from genai_prices import Usage, calc_price
 from genai_prices.types import TieredPrices
@@ -18,7 +19,7 @@ from genai_prices.types import TieredPrices
 from .steps import LLM, Step, end_time
 
 log = logging.getLogger(__name__)
-MTOK = 1_000_000
+MTOK: Final = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +126,7 @@ def producer(step: Step, llm_steps: list[Step]) -> Step | None:
     return best
 
 
-NO_TOKENS = (("input", 0), ("output", 0), ("cache_read", 0), ("cache_write", 0))
+NO_TOKENS: Final = (("input", 0), ("output", 0), ("cache_read", 0), ("cache_write", 0))
 
 
 class RepeatedStep:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Final
 
 from .content import Content
 
@@ -17,7 +18,10 @@ class StepKind(enum.IntEnum):
 
 # The kinds as plain names for code that compares them on every step: on Python 3.11 a member looked up on its
 # enum class goes through EnumType.__getattr__, several times slower than a global.
-LLM, TOOL, AGENT, OTHER = StepKind.LLM, StepKind.TOOL, StepKind.AGENT, StepKind.OTHER
+LLM: Final = StepKind.LLM
+TOOL: Final = StepKind.TOOL
+AGENT: Final = StepKind.AGENT
+OTHER: Final = StepKind.OTHER
 
 
 @dataclass(slots=True, init=False)  # __init__ written out: it is compiled, a generated one is not

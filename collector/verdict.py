@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 from .classify.modes import MODES
 from .spend import Waste
@@ -27,7 +27,7 @@ def rfc3339(ns: int) -> str:
     return f"{_day(days)}T{hours:02d}:{minutes:02d}:{seconds:02d}.{fraction:09d}Z"
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def rfc3339_ns(text: str) -> int:

@@ -874,9 +874,10 @@ def _normalizer_strings() -> set[str]:
     strings: set[str] = set()
     for path in Path(normalize_pkg.__file__).parent.glob("*.py"):
         tree = ast.parse(path.read_text(), str(path))
-        names = {t.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+        names = {t.id: node.value.value for node in tree.body if isinstance(node, ast.Assign | ast.AnnAssign)
                  and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-                 for t in node.targets if isinstance(t, ast.Name)}
+                 for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                 if isinstance(t, ast.Name)}
 
         def value(node: ast.AST, names: dict[str, str] = names) -> str | None:
             if isinstance(node, ast.Constant) and isinstance(node.value, str):

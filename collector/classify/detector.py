@@ -12,7 +12,7 @@ Modes that no enabled detector covers are reported as not assessed (a judge may 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Final, Protocol, TypeVar
 
 from mypy_extensions import mypyc_attr
 
@@ -21,7 +21,7 @@ from ..config import DetectorSettings
 from ..steps import Finding, Step, StepKind
 from .tools import ToolClassifier
 
-DEFAULT_TOOLS = ToolClassifier()
+DEFAULT_TOOLS: Final = ToolClassifier()
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # detectors added as plain modules subclass it

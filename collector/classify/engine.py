@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel
 
@@ -23,7 +23,7 @@ from .modes import MODES
 from .tools import ToolClassifier
 
 log = logging.getLogger(__name__)
-STEP_KINDS = tuple(StepKind)  # iterating the enum itself costs more, on every new trace
+STEP_KINDS: Final = tuple(StepKind)  # iterating the enum itself costs more, on every new trace
 
 
 class TraceFindings:

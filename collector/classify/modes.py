@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 
 class FailureMode(NamedTuple):
@@ -11,9 +11,9 @@ class FailureMode(NamedTuple):
     category: str
 
 
-CATEGORIES = {"FC1": "System design", "FC2": "Inter-agent misalignment", "FC3": "Task verification"}
+CATEGORIES: Final = {"FC1": "System design", "FC2": "Inter-agent misalignment", "FC3": "Task verification"}
 
-MODES: dict[str, FailureMode] = {m.code: m for m in (
+MODES: Final[dict[str, FailureMode]] = {m.code: m for m in (
     FailureMode("FM-1.1", "Disobey task specification", "FC1"),
     FailureMode("FM-1.2", "Disobey role specification", "FC1"),
     FailureMode("FM-1.3", "Step repetition", "FC1"),

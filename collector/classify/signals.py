@@ -6,30 +6,33 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Final
 
 from ..normalize.limits import LIMIT_TEXT
 from ..steps import Step
 from .tools import name_words
 
-STRUCTURE = "structure"
-CONTENT = "content"
-TOOL_CALL_FINISH = frozenset({"tool_call", "tool_calls", "function_call", "tool_use",
-                              "tool-calls"})  # tool-calls: Vercel AI SDK
+STRUCTURE: Final = "structure"
+CONTENT: Final = "content"
+TOOL_CALL_FINISH: Final = frozenset({"tool_call", "tool_calls", "function_call", "tool_use",
+                                     "tool-calls"})  # tool-calls: Vercel AI SDK
 
 # A tool result reporting a failure, read at its start (a leading quote or bracket of JSON is skipped), or a
 # traceback or error list anywhere in its preview (whitespace there is collapsed; looked for only in text holding
 # one of the words it needs).
-_RESULT_ERROR = re.compile(
+_RESULT_ERROR: Final = re.compile(
     r"""^[\s"'\[{(]*+(error\b|err:|exception\b|traceback\b|fail(ed|ure)?\b|fatal\b|invalid\b|wrong\b|not found\b|"""
     r"""no (data|results?|such|matching)\b|denied\b|forbidden\b|unauthori[sz]ed\b|cannot\b|can't\b|could not\b|"""
     r"""unable to\b|timed? ?out\b|"?error"?\s*:\s*(?!null|none|false|""|\{\}|\[\]))""", re.IGNORECASE)
-_RESULT_ERROR_ANYWHERE = re.compile(r"Traceback \(most recent call last\)|\bERRORS?:|\b[A-Z]\w*Error: |"
-                                    r"\"(exit_?code|returncode|exit_status)\"\s*:\s*[1-9]")  # a command that failed
+_RESULT_ERROR_ANYWHERE: Final = re.compile(
+    r"Traceback \(most recent call last\)|\bERRORS?:|\b[A-Z]\w*Error: |"
+    r"\"(exit_?code|returncode|exit_status)\"\s*:\s*[1-9]")  # a command that failed
 # Errors that go away on their own: retrying them is not ignoring them.
-_TRANSIENT = re.compile(r"time(d)? ?out|timeout|temporar|unavailable|rate.?limit|too many requests|\b429\b|\b50[234]\b|"
-                        r"connection (reset|refused|error)|try again later|overloaded|throttl", re.IGNORECASE)
+_TRANSIENT: Final = re.compile(
+    r"time(d)? ?out|timeout|temporar|unavailable|rate.?limit|too many requests|\b429\b|\b50[234]\b|"
+    r"connection (reset|refused|error)|try again later|overloaded|throttl", re.IGNORECASE)
 # A model claiming the work is done and right.
-_SUCCESS_CLAIM = re.compile(
+_SUCCESS_CLAIM: Final = re.compile(
     r"\b(successfully|succeeded|(has|have) been (fixed|resolved|completed|updated|created|booked|cancell?ed|applied|"
     r"restarted|deployed|changed|processed|done|refunded|returned|exchanged|sent|scaled|rolled (back|out)|removed|"
     r"deleted|added|issued|paid|merged|migrated|reverted|modified|submitted|saved|enabled|disabled|released|"
@@ -43,34 +46,38 @@ _SUCCESS_CLAIM = re.compile(
     r"^\W*(fixed|done|resolved|completed)\b(?! (by|with|when|if|once|after))",  # "Fixed: ...", "Done."
     re.IGNORECASE)
 # A final answer telling the user why the work cannot be done (an apology, an impossibility).
-_EXPLAINED_FAILURE = re.compile(r"\b(sorry|apologi[sz]e|unfortunately|can ?not|can't|unable to|not able to|"
-                                r"not possible|no longer|isn't possible|is not allowed|not eligible)\b", re.IGNORECASE)
+_EXPLAINED_FAILURE: Final = re.compile(
+    r"\b(sorry|apologi[sz]e|unfortunately|can ?not|can't|unable to|not able to|"
+    r"not possible|no longer|isn't possible|is not allowed|not eligible)\b", re.IGNORECASE)
 # A check's result showing the system unhealthy although the call itself worked: failing pods, 5xx answers.
-_UNHEALTHY = re.compile(r"\b(CrashLoopBackOff|ImagePullBackOff|ErrImagePull|OOMKilled|Unhealthy)\b|"
-                        r"\"(status|status_?code|code)\"\s*:\s*\"?5\d\d\b|\b5\d\d (Service Unavailable|Internal Server "
-                        r"Error|Bad Gateway|Gateway Time-?out)\b")
-_NEGATED_CLAIM = re.compile(r"\b(not|n't|unable|could not|failed|unsuccessful|error)\b", re.IGNORECASE)
+_UNHEALTHY: Final = re.compile(
+    r"\b(CrashLoopBackOff|ImagePullBackOff|ErrImagePull|OOMKilled|Unhealthy)\b|"
+    r"\"(status|status_?code|code)\"\s*:\s*\"?5\d\d\b|\b5\d\d (Service Unavailable|Internal Server "
+    r"Error|Bad Gateway|Gateway Time-?out)\b")
+_NEGATED_CLAIM: Final = re.compile(r"\b(not|n't|unable|could not|failed|unsuccessful|error)\b", re.IGNORECASE)
 
 
 # A state-changing call's result that only acknowledges the request: the new state is not shown yet.
-_ACKNOWLEDGED = re.compile(
+_ACKNOWLEDGED: Final = re.compile(
     r"""^[\s"'\[{(]*+(accepted|queued|scheduled|submitted|initiated|in progress|pending|started|restarting|"""
     r"""rolling out|triggered|request (received|sent|accepted)|ok\W*$|"?status"?\s*:\s*"?(accepted|pending|"""
     r"""queued|in_progress|started))""", re.IGNORECASE)
 # A model saying it will change what it does next ("I will correct the syntax and try again").
-_STATED_CHANGE = re.compile(r"\b(i will|i'll|let me|let's|we will|we'll|i need to|i should)\b[^.]{0,60}\b(correct|fix|"
-                            r"modify|change|adjust|amend|update|quote|escape|try (again )?with|instead|different)",
-                            re.IGNORECASE)
+_STATED_CHANGE: Final = re.compile(
+    r"\b(i will|i'll|let me|let's|we will|we'll|i need to|i should)\b[^.]{0,60}\b(correct|fix|"
+    r"modify|change|adjust|amend|update|quote|escape|try (again )?with|instead|different)", re.IGNORECASE)
 # A model naming the tool it is about to use ("I will call search_flights", "let me check `get_order`").
-_STATED_TOOL = re.compile(r"(?i:\b(?:i will|i'll|let me|let's|now|next,? i)\b[^.]{0,30}?\b(?:call|use|run|invoke|"
-                          r"query|check|try)(?: the)?) `?([A-Za-z]\w*_\w+|[a-z]+[A-Z]\w*)`?")
+_STATED_TOOL: Final = re.compile(
+    r"(?i:\b(?:i will|i'll|let me|let's|now|next,? i)\b[^.]{0,30}?\b(?:call|use|run|invoke|"
+    r"query|check|try)(?: the)?) `?([A-Za-z]\w*_\w+|[a-z]+[A-Z]\w*)`?")
 
 
 # A log reader's result is what the system logged: its error lines are data, not the call failing. Only a
 # failure of the call itself counts there (the pod or file not found, access denied, the reader timing out).
-_LOG_WORDS = frozenset({"log", "logs", "journal", "journalctl", "syslog", "events"})
-_LOG_READ_FAILED = re.compile(r"""^[\s"'\[{(]*+(error from server|not found|no such|denied|forbidden|"""
-                              r"""unauthori[sz]ed|cannot\b|can't\b|could not|unable to|timed? ?out)""", re.IGNORECASE)
+_LOG_WORDS: Final = frozenset({"log", "logs", "journal", "journalctl", "syslog", "events"})
+_LOG_READ_FAILED: Final = re.compile(
+    r"""^[\s"'\[{(]*+(error from server|not found|no such|denied|forbidden|"""
+    r"""unauthori[sz]ed|cannot\b|can't\b|could not|unable to|timed? ?out)""", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=10_000)
@@ -88,7 +95,8 @@ def _anywhere(text: str) -> bool:
         _RESULT_ERROR_ANYWHERE.search(text) is not None
 
 
-_recent: list = [None, None, None, None]  # the last two steps asked about and their answers (detectors ask in turn)
+# The last two steps asked about and their answers (detectors ask in turn).
+_recent: Final[list] = [None, None, None, None]
 
 
 def tool_error(step: Step) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import fnmatch
 import re
+from typing import Final
 
 from ..config import ToolsConfig
 
@@ -20,16 +21,18 @@ class ToolEffect(enum.IntEnum):
 
 
 # As globals for per-step checks (see steps.LLM).
-UNKNOWN, READ_ONLY, STATE_CHANGING = ToolEffect.UNKNOWN, ToolEffect.READ_ONLY, ToolEffect.STATE_CHANGING
+UNKNOWN: Final = ToolEffect.UNKNOWN
+READ_ONLY: Final = ToolEffect.READ_ONLY
+STATE_CHANGING: Final = ToolEffect.STATE_CHANGING
 
 
-READ_VERBS = frozenset({
+READ_VERBS: Final = frozenset({
     "get", "list", "search", "read", "find", "check", "describe", "show", "view", "fetch", "query", "lookup",
     "look", "inspect", "count", "status", "cat", "ls", "grep", "head", "tail", "open", "verify", "validate",
     "watch", "poll", "retrieve", "browse", "explore", "locate", "calculate", "compute", "think", "print",
     "scroll", "goto", "diff", "test", "ping", "select", "load", "download", "summarize", "analyze", "lint",
 })
-WRITE_VERBS = frozenset({
+WRITE_VERBS: Final = frozenset({
     "create", "update", "delete", "remove", "book", "cancel", "apply", "restart", "write", "send", "submit",
     "transfer", "set", "put", "post", "patch", "edit", "modify", "insert", "add", "deploy", "scale", "rollback",
     "reboot", "kill", "stop", "start", "exchange", "return", "pay", "charge", "refund", "move", "rename",
@@ -39,9 +42,9 @@ WRITE_VERBS = frozenset({
     "upgrade", "downgrade", "migrate", "terminate", "suspend", "resume", "rm", "mv", "cp", "mkdir", "touch",
 })
 # Command-line tools a tool name may start with: the verb is the word after them (kubectl_scale, git_commit).
-CLI_PREFIXES = frozenset({"kubectl", "helm", "git", "gh", "docker", "aws", "gcloud", "az", "terraform", "npm",
-                          "pip", "systemctl"})
-_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+CLI_PREFIXES: Final = frozenset({"kubectl", "helm", "git", "gh", "docker", "aws", "gcloud", "az", "terraform", "npm",
+                                 "pip", "systemctl"})
+_WORD: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 
 class Globs:

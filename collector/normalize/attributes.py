@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 # Added to a span's attributes by the decoder (collector/receiver/decode.py), where the span has none of that name:
-STATUS_DESCRIPTION = "otel.status_description"  # Status.message, as the non-OTLP exporters name it
-EXCEPTION_EVENT = "exception"  # the span event an exception is recorded as (OpenTelemetry exception conventions)
-EXCEPTION_TYPE = "exception.type"  # these three from the span's last exception event
-EXCEPTION_MESSAGE = "exception.message"
-EXCEPTION_ESCAPED = "exception.escaped"
-EXCEPTION_KEYS = (EXCEPTION_TYPE, EXCEPTION_MESSAGE, EXCEPTION_ESCAPED)
+STATUS_DESCRIPTION: Final = "otel.status_description"  # Status.message, as the non-OTLP exporters name it
+EXCEPTION_EVENT: Final = "exception"  # the span event an exception is recorded as (OpenTelemetry exception conventions)
+EXCEPTION_TYPE: Final = "exception.type"  # these three from the span's last exception event
+EXCEPTION_MESSAGE: Final = "exception.message"
+EXCEPTION_ESCAPED: Final = "exception.escaped"
+EXCEPTION_KEYS: Final = (EXCEPTION_TYPE, EXCEPTION_MESSAGE, EXCEPTION_ESCAPED)
 
 
 def any_value(v: AnyValue) -> Any:

@@ -3,35 +3,55 @@ deprecated names older instrumentations still emit (gen_ai.system, usage.prompt_
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from ..content import as_json
 from ..steps import AGENT, LLM, OTHER, TOOL, StepKind
+from .draft import (
+    AGENT_NAME,
+    ARGS,
+    CACHE_READ_TOKENS,
+    CACHE_WRITE_TOKENS,
+    CONVERSATION_ID,
+    ERROR_TYPE,
+    FINISH_REASONS,
+    INPUT_TOKENS,
+    KIND,
+    MODEL,
+    OUTPUT,
+    OUTPUT_TOKENS,
+    PROVIDER,
+    RESULT,
+    TOOL_CALL_ID,
+    TOOL_NAME,
+    Draft,
+)
 
-LLM_OPERATIONS = frozenset({"chat", "generate_content", "text_completion", "completion",
-                            "call_llm"})  # call_llm: any-agent
-AGENT_OPERATIONS = frozenset({"invoke_agent", "invoke_workflow", "handle_conversation_turn", "plan"})
-TOOL_OPERATIONS = frozenset({"execute_tool"})
+LLM_OPERATIONS: Final = frozenset({"chat", "generate_content", "text_completion", "completion",
+                                   "call_llm"})  # call_llm: any-agent
+AGENT_OPERATIONS: Final = frozenset({"invoke_agent", "invoke_workflow", "handle_conversation_turn", "plan"})
+TOOL_OPERATIONS: Final = frozenset({"execute_tool"})
 # Tool arguments and results: the conventions' names, then framework names seen next to gen_ai.tool.name.
-TOOL_ARGUMENTS = ("gen_ai.tool.call.arguments", "tool_arguments",  # pydantic-ai
-                  "gen_ai.tool.args",  # any-agent
-                  "gcp.vertex.agent.tool_call_args")  # Google ADK
-TOOL_RESULTS = ("gen_ai.tool.call.result", "tool_response", "gcp.vertex.agent.tool_response")
+TOOL_ARGUMENTS: Final[tuple[str, ...]] = ("gen_ai.tool.call.arguments", "tool_arguments",  # pydantic-ai
+                                          "gen_ai.tool.args",  # any-agent
+                                          "gcp.vertex.agent.tool_call_args")  # Google ADK
+TOOL_RESULTS: Final[tuple[str, ...]] = ("gen_ai.tool.call.result", "tool_response", "gcp.vertex.agent.tool_response")
 
 
 # Token counts: the v1.41 name first, then the development and deprecated names.
-_TOKENS = (("input_tokens", ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")),
-           ("output_tokens", ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")),
-           ("cache_read_tokens", ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens")),
-           ("cache_write_tokens", ("gen_ai.usage.cache_write.input_tokens", "gen_ai.usage.cache_creation.input_tokens",
-                                   "gen_ai.usage.cache_write_input_tokens")))
+_TOKENS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
+    (INPUT_TOKENS, ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")),
+    (OUTPUT_TOKENS, ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")),
+    (CACHE_READ_TOKENS, ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens")),
+    (CACHE_WRITE_TOKENS, ("gen_ai.usage.cache_write.input_tokens", "gen_ai.usage.cache_creation.input_tokens",
+                          "gen_ai.usage.cache_write_input_tokens")))
 
-MARKERS = frozenset({"gen_ai.operation.name", "gen_ai.system", "gen_ai.provider.name", "gen_ai.tool.name",
-                     "gen_ai.usage.input_tokens"})  # a span with any of these is read by this module
+MARKERS: Final = frozenset({"gen_ai.operation.name", "gen_ai.system", "gen_ai.provider.name", "gen_ai.tool.name",
+                            "gen_ai.usage.input_tokens"})  # a span with any of these is read by this module
 
 
-_KINDS = {**dict.fromkeys(LLM_OPERATIONS, LLM), **dict.fromkeys(TOOL_OPERATIONS, TOOL),
-          **dict.fromkeys(AGENT_OPERATIONS, AGENT)}
+_KINDS: Final = {**dict.fromkeys(LLM_OPERATIONS, LLM), **dict.fromkeys(TOOL_OPERATIONS, TOOL),
+                 **dict.fromkeys(AGENT_OPERATIONS, AGENT)}
 
 
 def _kind(op: str | None, attrs: dict[str, Any]) -> StepKind | None:
@@ -72,40 +92,40 @@ def _legacy_completion(attrs: dict[str, Any]) -> str | None:
     return "\n".join(pieces) if pieces else None
 
 
-def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
+def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
     op = attrs.get("gen_ai.operation.name")
     kind = _kind(op, attrs)
     if kind is not None:
-        draft.setdefault("kind", kind)
+        draft.offer(KIND, kind)
     if (agent := attrs.get("gen_ai.agent.name")) is not None:
-        draft.setdefault("agent", str(agent))
+        draft.offer(AGENT_NAME, str(agent))
     elif op in AGENT_OPERATIONS and name.startswith(op + " "):
-        draft.setdefault("agent", name[len(op) + 1:])
+        draft.offer(AGENT_NAME, name[len(op) + 1:])
     if (model := attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model")) is not None:
-        draft.setdefault("model", str(model))
+        draft.offer(MODEL, str(model))
     if (provider := attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system")) is not None:
-        draft.setdefault("provider", str(provider))
+        draft.offer(PROVIDER, str(provider))
     if kind is not LLM and kind is not AGENT:  # a tool call, or not known yet
         if (tool := attrs.get("gen_ai.tool.name")) is not None:
-            draft.setdefault("tool", str(tool))
+            draft.offer(TOOL_NAME, str(tool))
         elif op in TOOL_OPERATIONS:  # the span name is `execute_tool {name}`, or just the tool's name (langsmith)
-            draft.setdefault("tool", name.removeprefix("execute_tool ") or name)
+            draft.offer(TOOL_NAME, name.removeprefix("execute_tool ") or name)
         if (call_id := attrs.get("gen_ai.tool.call.id")) is not None:
-            draft.setdefault("tool_call_id", str(call_id))
+            draft.offer(TOOL_CALL_ID, str(call_id))
         for key in TOOL_ARGUMENTS:
             if (args := attrs.get(key)) is not None:
-                draft.setdefault("args", args)
+                draft.offer(ARGS, args)
                 break
         for key in TOOL_RESULTS:
             if (result := attrs.get(key)) is not None:
-                draft.setdefault("result", result)
+                draft.offer(RESULT, result)
                 break
         if kind is TOOL and "openinference.span.kind" not in attrs:  # koog: OpenInference I/O names only
             if (args := attrs.get("input.value")) is not None:
-                draft.setdefault("args", args)
+                draft.offer(ARGS, args)
             # gen_ai.output: any-agent
             if (result := attrs.get("output.value", attrs.get("gen_ai.output"))) is not None:
-                draft.setdefault("result", result)
+                draft.offer(RESULT, result)
     if kind is not TOOL and kind is not AGENT:  # a model call, or not known yet
         messages = attrs.get("gen_ai.output.messages")
         output = _output_text(messages) if messages is not None else None
@@ -114,11 +134,11 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
         if output is None and kind is LLM and isinstance(attrs.get("gen_ai.output"), str):  # any-agent
             output = attrs.get("gen_ai.output")
         if output is not None:
-            draft.setdefault("output", output)
+            draft.offer(OUTPUT, output)
         for field, keys in _TOKENS:
             for key in keys:
                 if (value := attrs.get(key)) is not None:
-                    draft.setdefault(field, value)
+                    draft.offer(field, value)
                     break
     finish = attrs.get("gen_ai.response.finish_reasons")
     if type(finish) is str:  # a JSON string where arrays are flattened
@@ -126,8 +146,8 @@ def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
     if finish is None and "gen_ai.completion.0.finish_reason" in attrs:  # OpenLLMetry's indexed completions
         finish = [attrs["gen_ai.completion.0.finish_reason"]]
     if finish is not None:
-        draft.setdefault("finish_reasons", finish)
+        draft.offer(FINISH_REASONS, finish)
     if (error_type := attrs.get("error.type")) is not None:
-        draft.setdefault("error_type", str(error_type))
+        draft.offer(ERROR_TYPE, str(error_type))
     if (conversation := attrs.get("gen_ai.conversation.id")) is not None:
-        draft.setdefault("conversation_id", str(conversation))
+        draft.offer(CONVERSATION_ID, str(conversation))

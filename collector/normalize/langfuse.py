@@ -8,16 +8,34 @@ LangChain tool runs reach older SDKs as plain spans; their output is the LangCha
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from ..content import as_json
 from ..steps import AGENT, LLM, OTHER, TOOL
+from .draft import (
+    AGENT_NAME,
+    ARGS,
+    CACHE_READ_TOKENS,
+    CACHE_WRITE_TOKENS,
+    ERROR_TYPE,
+    FINISH_REASONS,
+    INPUT_TOKENS,
+    KIND,
+    MODEL,
+    OUTPUT,
+    OUTPUT_TOKENS,
+    PROVIDER,
+    RESULT,
+    TOOL_CALL_ID,
+    TOOL_NAME,
+    Draft,
+)
 
-KINDS = {"generation": LLM, "tool": TOOL, "agent": AGENT, "chain": AGENT}
-_OBS = "langfuse.observation."
+KINDS: Final = {"generation": LLM, "tool": TOOL, "agent": AGENT, "chain": AGENT}
+_OBS: Final = "langfuse.observation."
 
 
-MARKERS = frozenset({_OBS + "type"})  # a span with any of these is read by this module
+MARKERS: Final = frozenset({_OBS + "type"})  # a span with any of these is read by this module
 
 
 def _tool_message(output: Any) -> dict[str, Any] | None:
@@ -36,7 +54,7 @@ def _tool_message(output: Any) -> dict[str, Any] | None:
     return None
 
 
-def _usage(details: Any) -> dict[str, int]:
+def _usage(details: Any) -> dict[int, int]:
     details = as_json(details)
     if not isinstance(details, dict):
         return {}
@@ -47,10 +65,10 @@ def _usage(details: Any) -> dict[str, int]:
     def total(prefix: str) -> int:
         return int(sum(v for k, v in counts.items() if k == prefix or k.startswith(prefix + "_")))
 
-    usage = {"input_tokens": total("input") + int(counts.get("cache_read_input_tokens", 0))
-             + int(counts.get("cache_creation_input_tokens", 0)), "output_tokens": total("output")}
-    usage["cache_read_tokens"] = int(counts.get("input_cache_read", 0) + counts.get("cache_read_input_tokens", 0))
-    usage["cache_write_tokens"] = int(counts.get("input_cache_creation", 0) + counts.get("input_cache_write", 0)
+    usage = {INPUT_TOKENS: total("input") + int(counts.get("cache_read_input_tokens", 0))
+             + int(counts.get("cache_creation_input_tokens", 0)), OUTPUT_TOKENS: total("output")}
+    usage[CACHE_READ_TOKENS] = int(counts.get("input_cache_read", 0) + counts.get("cache_read_input_tokens", 0))
+    usage[CACHE_WRITE_TOKENS] = int(counts.get("input_cache_creation", 0) + counts.get("input_cache_write", 0)
                                       + counts.get("cache_creation_input_tokens", 0))
     return usage
 
@@ -66,36 +84,36 @@ def _message_text(output: Any) -> tuple[str | None, bool]:
     return (output if isinstance(output, str) and output else None), False
 
 
-def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
+def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
     obs_type = str(attrs.get(_OBS + "type", "")).lower()
     kind = KINDS.get(obs_type, OTHER)
     output = attrs.get(_OBS + "output")
     message = _tool_message(output) if kind is OTHER and obs_type == "span" else None
     if message is not None:
         kind = TOOL
-    draft.setdefault("kind", kind)
+    draft.offer(KIND, kind)
     if (model := attrs.get(_OBS + "model.name")) is not None:
-        draft.setdefault("model", str(model))
+        draft.offer(MODEL, str(model))
     if (provider := attrs.get(_OBS + "metadata.ls_provider")) is not None:
-        draft.setdefault("provider", str(provider))
+        draft.offer(PROVIDER, str(provider))
     if kind is TOOL:
-        draft.setdefault("tool", str(message.get("name") or name) if message else name)
+        draft.offer(TOOL_NAME, str(message.get("name") or name) if message else name)
         if message and message.get("tool_call_id") is not None:
-            draft.setdefault("tool_call_id", str(message["tool_call_id"]))
+            draft.offer(TOOL_CALL_ID, str(message["tool_call_id"]))
         if (args := attrs.get(_OBS + "input")) is not None:
-            draft.setdefault("args", args)
+            draft.offer(ARGS, args)
         result = message.get("content") if message else output
         if result is not None:
-            draft.setdefault("result", result)
+            draft.offer(RESULT, result)
     elif kind is LLM:
         for field, value in _usage(attrs.get(_OBS + "usage_details")).items():
-            draft.setdefault(field, value)
+            draft.offer(field, value)
         text, calls_tools = _message_text(output)
         if text is not None:
-            draft.setdefault("output", text)
+            draft.offer(OUTPUT, text)
         if calls_tools:
-            draft.setdefault("finish_reasons", ["tool_calls"])
+            draft.offer(FINISH_REASONS, ["tool_calls"])
     elif kind is AGENT and obs_type == "agent":
-        draft.setdefault("agent", name)
+        draft.offer(AGENT_NAME, name)
     if str(attrs.get(_OBS + "level", "")).upper() == "ERROR":
-        draft.setdefault("error_type", "_OTHER")
+        draft.offer(ERROR_TYPE, "_OTHER")

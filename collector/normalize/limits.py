@@ -12,18 +12,19 @@ a stop condition", "Reached max steps."), and so do frameworks that end the run 
 from __future__ import annotations
 
 import re
+from typing import Final
 
 # A class name naming a limit: a limit word next to "exceeded", "reached", "error", "limit" ...
-_LIMIT = re.compile(
+_LIMIT: Final = re.compile(
     r"(recursion|max_?turns?|max_?steps?|max_?iter(ation)?s?|max_?rounds?|max_?messages?|turn_?limit|step_?limit|"
     r"iteration_?limit|usage_?limit|calls_?limit|max_?loops?)", re.IGNORECASE)
 # A framework's own text when it stopped a run at its limit (CrewAI, LangChain, LlamaIndex, AutoGen, LangGraph ...).
-LIMIT_TEXT = re.compile(
+LIMIT_TEXT: Final = re.compile(
     r"stopped due to (iteration|time) limit|reached (the )?max(imum)? (number of )?(iterations|steps|turns|rounds)|"
     r"max(imum)? (number of )?(iterations|steps|turns|rounds|messages) (\(\d+\) )?(reached|exceeded)|"
     r"recursion limit of \d+|max_?turns|max_?iterations? (reached|exceeded)", re.IGNORECASE)
-_KNOWN: dict[str, str | None] = {}
-_CACHE_LIMIT = 1_000
+_KNOWN: Final[dict[str, str | None]] = {}
+_CACHE_LIMIT: Final = 1_000
 
 
 def limit_hit(error_type: str) -> str | None:

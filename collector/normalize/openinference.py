@@ -3,14 +3,32 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Final
 
 from ..steps import AGENT, LLM, OTHER, TOOL
+from .draft import (
+    AGENT_NAME,
+    ARGS,
+    CACHE_READ_TOKENS,
+    CACHE_WRITE_TOKENS,
+    CONVERSATION_ID,
+    FINISH_REASONS,
+    INPUT_TOKENS,
+    KIND,
+    MODEL,
+    OUTPUT,
+    OUTPUT_TOKENS,
+    PROVIDER,
+    RESULT,
+    TOOL_CALL_ID,
+    TOOL_NAME,
+    Draft,
+)
 
-KINDS = {"LLM": LLM, "TOOL": TOOL, "AGENT": AGENT, "CHAIN": AGENT}
+KINDS: Final = {"LLM": LLM, "TOOL": TOOL, "AGENT": AGENT, "CHAIN": AGENT}
 
 
-MARKERS = frozenset({"openinference.span.kind"})  # a span with any of these is read by this module
+MARKERS: Final = frozenset({"openinference.span.kind"})  # a span with any of these is read by this module
 
 
 def _output_messages(attrs: dict[str, Any]) -> str | None:
@@ -20,7 +38,7 @@ def _output_messages(attrs: dict[str, Any]) -> str | None:
     return "\n".join(pieces) if pieces else None
 
 
-_BEEAI_SPAN = re.compile(r"^((?:backend|tool|agent)\.[\w.]+)\.([a-z_]+)-\d+$")
+_BEEAI_SPAN: Final = re.compile(r"^((?:backend|tool|agent)\.[\w.]+)\.([a-z_]+)-\d+$")
 
 
 def _beeai_event(attrs: dict[str, Any], name: str) -> tuple[str, str] | None:
@@ -35,49 +53,49 @@ def _beeai_event(attrs: dict[str, Any], name: str) -> tuple[str, str] | None:
     return (match.group(1), match.group(2)) if match else None
 
 
-def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
+def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
     kind = KINDS.get(str(attrs.get("openinference.span.kind", "")).upper(), OTHER)
     event = _beeai_event(attrs, name)
     if event is not None and (kind is AGENT or event[1] != "start"):
         kind = OTHER  # a call is its start event; agent.react.* events are iterations, not invocations
-    draft.setdefault("kind", kind)
+    draft.offer(KIND, kind)
     if (agent := attrs.get("agent.name")) is not None:
-        draft.setdefault("agent", str(agent))
+        draft.offer(AGENT_NAME, str(agent))
     elif kind is AGENT and attrs.get("openinference.span.kind") == "AGENT":
-        draft.setdefault("agent", attrs.get("graph.node.name") or name)
+        draft.offer(AGENT_NAME, attrs.get("graph.node.name") or name)
     model = attrs.get("llm.response.model_name") or attrs.get("llm.model_name") or attrs.get("llm.request.model_name")
     if model is not None:
-        draft.setdefault("model", str(model))
+        draft.offer(MODEL, str(model))
     if (provider := attrs.get("llm.provider") or attrs.get("llm.system")) is not None:
-        draft.setdefault("provider", str(provider))
+        draft.offer(PROVIDER, str(provider))
     if kind is TOOL:
         if (tool := attrs.get("tool.name")) is not None:
-            draft.setdefault("tool", str(tool))
+            draft.offer(TOOL_NAME, str(tool))
         elif event is not None:  # tool.search.wikipedia.start -> search.wikipedia
-            draft.setdefault("tool", event[0].removeprefix("tool."))
+            draft.offer(TOOL_NAME, event[0].removeprefix("tool."))
         else:
-            draft.setdefault("tool", name)
+            draft.offer(TOOL_NAME, name)
         if (call_id := attrs.get("tool.id") or attrs.get("tool_call.id")) is not None:
-            draft.setdefault("tool_call_id", str(call_id))
+            draft.offer(TOOL_CALL_ID, str(call_id))
         args = attrs.get("tool_call.function.arguments", attrs.get("input.value"))
         if args is None and event is not None:  # BeeAI puts the call's arguments in tool.parameters
             args = attrs.get("tool.parameters")
         if args is not None:
-            draft.setdefault("args", args)
+            draft.offer(ARGS, args)
         if (result := attrs.get("output.value")) is not None:
-            draft.setdefault("result", result)
+            draft.offer(RESULT, result)
     if kind is LLM:
         output = _output_messages(attrs) or attrs.get("output.value")
         if output is not None:
-            draft.setdefault("output", str(output))
+            draft.offer(OUTPUT, str(output))
         if (finish := attrs.get("llm.finish_reason")) is not None:
-            draft.setdefault("finish_reasons", [finish])
+            draft.offer(FINISH_REASONS, [finish])
         elif output is not None and "llm.output_messages.0.message.tool_calls.0.tool_call.function.name" in attrs:
-            draft.setdefault("finish_reasons", ["tool_calls"])  # no finish reason given: the output asked for tools
-    for key, field in (("llm.token_count.prompt", "input_tokens"), ("llm.token_count.completion", "output_tokens"),
-                       ("llm.token_count.prompt_details.cache_read", "cache_read_tokens"),
-                       ("llm.token_count.prompt_details.cache_write", "cache_write_tokens")):
+            draft.offer(FINISH_REASONS, ["tool_calls"])  # no finish reason given: the output asked for tools
+    for key, field in (("llm.token_count.prompt", INPUT_TOKENS), ("llm.token_count.completion", OUTPUT_TOKENS),
+                       ("llm.token_count.prompt_details.cache_read", CACHE_READ_TOKENS),
+                       ("llm.token_count.prompt_details.cache_write", CACHE_WRITE_TOKENS)):
         if (value := attrs.get(key)) is not None:
-            draft.setdefault(field, value)
+            draft.offer(field, value)
     if (session := attrs.get("session.id")) is not None:
-        draft.setdefault("conversation_id", str(session))
+        draft.offer(CONVERSATION_ID, str(session))

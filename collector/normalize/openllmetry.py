@@ -4,33 +4,35 @@ Its model, token and indexed prompt/completion attributes use gen_ai.* names and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from ..steps import AGENT, LLM, OTHER, TOOL
+from .draft import AGENT_NAME, ARGS, FINISH_REASONS, INPUT_TOKENS, KIND, RESULT, TOOL_NAME, Draft
 
-KINDS = {"tool": TOOL, "agent": AGENT, "workflow": AGENT, "task": OTHER}
-LLM_REQUEST_TYPES = frozenset({"chat", "completion"})
-
-
-MARKERS = frozenset({"traceloop.span.kind", "llm.request.type"})  # a span with any of these is read by this module
+KINDS: Final = {"tool": TOOL, "agent": AGENT, "workflow": AGENT, "task": OTHER}
+LLM_REQUEST_TYPES: Final = frozenset({"chat", "completion"})
 
 
-def read(attrs: dict[str, Any], name: str, draft: dict[str, Any]) -> None:
+# A span with any of these is read by this module.
+MARKERS: Final = frozenset({"traceloop.span.kind", "llm.request.type"})
+
+
+def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
     span_kind = attrs.get("traceloop.span.kind")
     if attrs.get("llm.request.type") in LLM_REQUEST_TYPES:
-        draft.setdefault("kind", LLM)
+        draft.offer(KIND, LLM)
     elif span_kind in KINDS:
-        draft.setdefault("kind", KINDS[span_kind])
+        draft.offer(KIND, KINDS[span_kind])
     entity = attrs.get("traceloop.entity.name")
     if span_kind == "agent" and entity is not None:
-        draft.setdefault("agent", str(entity))
+        draft.offer(AGENT_NAME, str(entity))
     if span_kind == "tool":
-        draft.setdefault("tool", str(entity or name.removesuffix(".tool")))
+        draft.offer(TOOL_NAME, str(entity or name.removesuffix(".tool")))
         if (args := attrs.get("traceloop.entity.input")) is not None:
-            draft.setdefault("args", args)
+            draft.offer(ARGS, args)
         if (result := attrs.get("traceloop.entity.output")) is not None:
-            draft.setdefault("result", result)
+            draft.offer(RESULT, result)
     if (finish := attrs.get("llm.response.finish_reason")) is not None:
-        draft.setdefault("finish_reasons", [finish])
-    if (total := attrs.get("llm.usage.total_tokens")) is not None and "input_tokens" not in draft:
-        draft.setdefault("input_tokens", total)  # only the total is known: counted as input
+        draft.offer(FINISH_REASONS, [finish])
+    if (total := attrs.get("llm.usage.total_tokens")) is not None and not draft.has(INPUT_TOKENS):
+        draft.offer(INPUT_TOKENS, total)  # only the total is known: counted as input

@@ -17,21 +17,40 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ..content import PREVIEW_CHARS, Content, fingerprint, preview
 from ..steps import LLM, OTHER, TOOL, Step
 from . import genai, langfuse, openinference, openllmetry, vercel
 from .attributes import EXCEPTION_ESCAPED, EXCEPTION_MESSAGE, EXCEPTION_TYPE, STATUS_DESCRIPTION
+from .draft import (
+    AGENT_NAME,
+    ARGS,
+    CACHE_READ_TOKENS,
+    CACHE_WRITE_TOKENS,
+    CONVERSATION_ID,
+    ERROR_TYPE,
+    FINISH_REASONS,
+    INPUT_TOKENS,
+    KIND,
+    MODEL,
+    OUTPUT,
+    OUTPUT_TOKENS,
+    PROVIDER,
+    RESULT,
+    TOOL_CALL_ID,
+    TOOL_NAME,
+    Draft,
+)
 from .limits import LIMIT_TEXT, limit_hit
 
 if TYPE_CHECKING:
     from ..receiver.decode import SpanRecord
 
-CONVENTIONS = (genai, openinference, openllmetry, vercel, langfuse)
-_intern = sys.intern
-STATUS_ERROR = 2  # opentelemetry.proto.trace.v1.Status.STATUS_CODE_ERROR
-OTHER_ERROR = "_OTHER"  # the conventions' error type when none is known
+CONVENTIONS: Final = (genai, openinference, openllmetry, vercel, langfuse)
+_intern: Final = sys.intern
+STATUS_ERROR: Final = 2  # opentelemetry.proto.trace.v1.Status.STATUS_CODE_ERROR
+OTHER_ERROR: Final = "_OTHER"  # the conventions' error type when none is known
 
 
 def _int(value: Any) -> int:
@@ -45,7 +64,7 @@ def _int(value: Any) -> int:
         return 0
 
 
-_CACHE_SIZE = 10_000  # span-derived values: caches are bounded (least recently used dropped)
+_CACHE_SIZE: Final = 10_000  # span-derived values: caches are bounded (least recently used dropped)
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
@@ -103,42 +122,43 @@ def _failure(step: Step, attrs: dict[str, Any], status_error: bool, error_type: 
 
 def normalize_span(span: SpanRecord) -> Step:
     service, trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, attrs = span
-    draft: dict[str, Any] = {}
+    draft = Draft()
     for read in _readers(tuple(attrs)):
         read(attrs, name, draft)
-    kind = draft.get("kind") or OTHER
+    values = draft.values
+    kind = values[KIND] or OTHER
     step = Step(trace_id, span_id, parent_span_id, kind, _intern(name), start_ns, end_ns, _intern(service))
-    if not draft:
+    if draft.empty:
         if status_code == STATUS_ERROR or EXCEPTION_TYPE in attrs:
             _failure(step, attrs, status_code == STATUS_ERROR, None)
         return step
-    if (agent := draft.get("agent")) is not None:
+    if (agent := values[AGENT_NAME]) is not None:
         step.agent = _intern(agent)
-    if (model := draft.get("model")) is not None:
+    if (model := values[MODEL]) is not None:
         step.model = _model_id(model)
-    if (provider := draft.get("provider")) is not None:
+    if (provider := values[PROVIDER]) is not None:
         step.provider = _intern(provider)
-    if (tool := draft.get("tool")) is not None:
+    if (tool := values[TOOL_NAME]) is not None:
         step.tool = _intern(tool)
-    step.tool_call_id = draft.get("tool_call_id")
-    step.conversation_id = draft.get("conversation_id")
-    if (args := draft.get("args")) is not None:
+    step.tool_call_id = values[TOOL_CALL_ID]
+    step.conversation_id = values[CONVERSATION_ID]
+    if (args := values[ARGS]) is not None:
         step.args = Content(args)
-    if (result := draft.get("result")) is not None:
+    if (result := values[RESULT]) is not None:
         step.result = Content(result)
-    if (output := draft.get("output")) is not None:
+    if (output := values[OUTPUT]) is not None:
         text = str(output)
         step.output_fingerprint = fingerprint(" ".join(text.split()))
         step.output_chars = len(text)
         step.output_preview = preview(text)
     if kind is LLM:  # tokens from inference spans only: agent spans repeat their children's sums
-        step.input_tokens = _int(draft.get("input_tokens"))
-        step.output_tokens = _int(draft.get("output_tokens"))
-        step.cache_read_tokens = _int(draft.get("cache_read_tokens"))
-        step.cache_write_tokens = _int(draft.get("cache_write_tokens"))
-    if finish := draft.get("finish_reasons"):
+        step.input_tokens = _int(values[INPUT_TOKENS])
+        step.output_tokens = _int(values[OUTPUT_TOKENS])
+        step.cache_read_tokens = _int(values[CACHE_READ_TOKENS])
+        step.cache_write_tokens = _int(values[CACHE_WRITE_TOKENS])
+    if finish := values[FINISH_REASONS]:
         step.finish_reasons = _finish_reasons(finish)
-    error_type = draft.get("error_type")
+    error_type = values[ERROR_TYPE]
     if status_code == STATUS_ERROR or error_type is not None or EXCEPTION_TYPE in attrs:
         _failure(step, attrs, status_code == STATUS_ERROR, error_type)
     return step

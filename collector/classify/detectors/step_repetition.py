@@ -13,12 +13,14 @@ by a fresh agent invocation after the one before it failed (a restart: FM-2.1 ac
 
 from __future__ import annotations
 
+from typing import Final
+
 from ...config import StepRepetitionSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..signals import TOOL_CALL_FINISH
 
-EVIDENCE_LIMIT = 50
+EVIDENCE_LIMIT: Final = 50
 
 
 class StepRepetition(Detector):

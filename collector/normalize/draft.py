@@ -1,0 +1,40 @@
+"""What the conventions read from one span, before normalize.span makes it a Step: a slot per field, the first
+value offered for a field kept (so earlier conventions win on conflicts). Slots rather than a dict: a span's
+fields are offered and read once each, and a dict's lookups were a tenth of the processor's instructions."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+KIND: Final = 0
+AGENT_NAME: Final = 1
+MODEL: Final = 2
+PROVIDER: Final = 3
+TOOL_NAME: Final = 4
+TOOL_CALL_ID: Final = 5
+CONVERSATION_ID: Final = 6
+ARGS: Final = 7
+RESULT: Final = 8
+OUTPUT: Final = 9
+INPUT_TOKENS: Final = 10
+OUTPUT_TOKENS: Final = 11
+CACHE_READ_TOKENS: Final = 12
+CACHE_WRITE_TOKENS: Final = 13
+FINISH_REASONS: Final = 14
+ERROR_TYPE: Final = 15
+_FIELDS: Final = 16
+
+
+class Draft:
+    def __init__(self) -> None:
+        self.values: list[Any] = [None] * _FIELDS
+        self.empty = True  # nothing offered yet
+
+    def offer(self, field: int, value: Any) -> None:
+        """`value` for `field`, unless a value was offered for it before (None offers nothing)."""
+        if value is not None and self.values[field] is None:
+            self.values[field] = value
+            self.empty = False
+
+    def has(self, field: int) -> bool:
+        return self.values[field] is not None
