@@ -154,8 +154,7 @@ class Judge:
         self.config = config
         self.sinks = list(sinks)
         self.telemetry = telemetry
-        environ = os.environ if environ is None else environ
-        api_key = environ.get(config.api_key_env)
+        api_key = (os.environ if environ is None else environ).get(config.api_key_env)
         if not api_key:
             log.warning("judge: $%s is not set; requests carry no API key", config.api_key_env)
         self._stop = threading.Event()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,6 +49,7 @@ class ClickhouseEngine:
     def insert(self, table: str, columns: Sequence[Column], body: bytes, token: str) -> None:
         """`body`: JSONCompactEachRow lines in `columns` order (as queued); times become DateTime64(9) ticks."""
         data = json.loads(b"[" + body.rstrip(b"\n").replace(b"\n", b",") + b"]", parse_float=str)
+        convert: Callable[[str], Any]
         for i, column in enumerate(columns):  # numbers with a fraction were left as text: times exact
             if column.type_name.startswith("DateTime64(9"):
                 convert = nanoseconds

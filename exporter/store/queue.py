@@ -72,6 +72,7 @@ class DurableQueue:
         self._rows = self._bytes = self._sealed_rows = self._sealed_bytes = 0
         self._end = self._recover()
         self._batch: Batch | None = None
+        self._active_size = 0  # bytes of records in the segment being written (set by _open_active)
         if not self._bases:
             self._bases = [self._end]
         self._open_active(self._end - self._bases[-1], 0)

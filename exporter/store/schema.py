@@ -259,7 +259,7 @@ def migrate(engine: Engine, layout: Layout) -> list[int]:
         database, _, table = layout.storage(name).partition(".")
         rows = engine.query("SELECT engine_full FROM system.tables WHERE database = {db:String} AND name = {t:String}",
                             {"db": database, "t": table})
-        statement = ttl_statement(layout, name, current_ttl(rows[0]["engine_full"]) if rows else None)
-        if statement:
-            engine.command(statement)
+        alter = ttl_statement(layout, name, current_ttl(rows[0]["engine_full"]) if rows else None)
+        if alter:
+            engine.command(alter)
     return done
