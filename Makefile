@@ -7,9 +7,9 @@ BIN := $(VENV)/bin
 .PHONY: run test lint bench clean
 
 # An editable install keeps the compiled modules (setup.py) beside their sources: rebuilt when a source changes.
-COLLECTOR := $(shell find collector -name '*.py' -o -name '*.c')
+SOURCES := $(shell find collector exporter -name '*.py' -o -name '*.c')
 
-$(BIN)/mastwatch: pyproject.toml setup.py $(COLLECTOR)
+$(BIN)/mastwatch: pyproject.toml setup.py $(SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'

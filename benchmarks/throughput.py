@@ -105,7 +105,7 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
         metrics = service.prometheus
 
         def done() -> bool:
-            return metrics.traces.get("sre-agents", "sre-bot") * 10 >= total
+            return metrics.series.traces.get("sre-agents", "sre-bot") * 10 >= total
 
         stop = service.stop
     client = mp.get_context("spawn").Process(target=_client, args=(f"127.0.0.1:{port}", bodies, client_cpu,

@@ -8,107 +8,23 @@ Label values that come from spans (service, agent, model, tool) are untrusted: e
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily
-from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
 from pydantic import BaseModel, ConfigDict, Field
 
 from mastwatch.collector.classify.modes import MODES
 from mastwatch.collector.judge.stage import Judgement
-from mastwatch.collector.processor import Increment
-from mastwatch.collector.verdict import Verdict
 
-OVERFLOW = "other"
+from .totals import LabelLimiter, LatencyHistogram, MastSeries, Totals
 
 
 class PrometheusExporterConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     endpoint: str = Field("127.0.0.1:9464", description="host:port serving /metrics")
     max_label_values: int = Field(200, ge=1, description="distinct values per span-derived label")
-
-
-class LabelLimiter:
-    """First come, first kept: at most `limit` distinct values per label name."""
-
-    def __init__(self, limit: int, on_overflow) -> None:
-        self.limit = limit
-        self._seen: dict[str, set[str]] = {}
-        self._lock = threading.Lock()
-        self._on_overflow = on_overflow
-
-    def __call__(self, label: str, value: str) -> str:
-        seen = self._seen.get(label)
-        if seen is not None and value in seen:
-            return value
-        with self._lock:
-            seen = self._seen.setdefault(label, set())
-            if value in seen:
-                return value
-            if len(seen) < self.limit:
-                seen.add(value)
-                return value
-        self._on_overflow(label)
-        return OVERFLOW
-
-
-class Totals(Collector):
-    """A counter family the processor's thread adds to per trace: a dict update, where a prometheus-client
-    Counter child takes a lock and several calls (a fifth of the exporter's time per verdict). One thread
-    adds; scrapes read a copy (the GIL makes the copy atomic)."""
-
-    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...], registry: CollectorRegistry) -> None:
-        self.name, self.documentation, self.labelnames = name, documentation, labelnames
-        self.values: dict[tuple[str, ...], float] = {}
-        registry.register(self)
-
-    def add(self, labels: tuple[str, ...], amount: float = 1) -> None:
-        values = self.values
-        values[labels] = values.get(labels, 0) + amount
-
-    def get(self, *labels: str) -> float:
-        return self.values.get(labels, 0)
-
-    def describe(self) -> list[CounterMetricFamily]:
-        return [CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)]
-
-    def collect(self) -> list[CounterMetricFamily]:
-        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
-        for labels, value in list(self.values.items()):
-            family.add_metric(labels, value)
-        return [family]
-
-
-class LatencyHistogram(Collector):
-    """A histogram observed by one thread, as `Totals` (prometheus-client's Histogram locks and loops over
-    its buckets in Python on every observation)."""
-
-    def __init__(self, name: str, documentation: str, buckets: tuple[float, ...], registry: CollectorRegistry) -> None:
-        self.name, self.documentation = name, documentation
-        self.bounds = buckets
-        self.counts = [0] * (len(buckets) + 1)  # the last: above every bound
-        self.sum = 0.0
-        registry.register(self)
-
-    def observe(self, seconds: float) -> None:
-        self.counts[bisect_left(self.bounds, seconds)] += 1
-        self.sum += seconds
-
-    def describe(self) -> list[HistogramMetricFamily]:
-        return [HistogramMetricFamily(self.name, self.documentation)]
-
-    def collect(self) -> list[HistogramMetricFamily]:
-        counts, total = list(self.counts), self.sum
-        buckets, cumulative = [], 0
-        for bound, n in zip((*self.bounds, float("inf")), counts, strict=True):
-            cumulative += n
-            buckets.append((floatToGoString(bound), cumulative))
-        return [HistogramMetricFamily(self.name, self.documentation, buckets=buckets, sum_value=total)]
 
 
 class SelfMetrics:
@@ -224,23 +140,10 @@ class PrometheusExporter:
         self.limit = LabelLimiter(config.max_label_values, lambda label: self.self_metrics.label_overflow.labels(
             label).inc())
         self.self_metrics.limit = self.limit
-        r = registry
-        self.traces = Totals("mast_traces", "Agent traces classified", ("service", "agent"), r)
-        self.failing = Totals("mast_failing_traces", "Traces showing at least one MAST failure mode (counted when "
-                              "classified, as mast_traces)", ("service", "agent"), r)
-        self.mode_traces = Totals("mast_failure_mode_traces", "Traces showing a MAST failure mode (counted once "
-                                  "per trace, when first detected, possibly while the run goes on)",
-                                  ("service", "agent", "failure_mode", "category"), r)
-        self.tokens = Totals("mast_tokens", "Tokens of inference calls, by type (input excludes cached input; "
-                             "input+output+cache_read+cache_write is the total)", ("service", "agent", "model", "type"),
-                             r)
-        self.cost = Totals("mast_cost_usd", "Inference spend in USD (genai-prices)", ("service", "agent", "model"), r)
-        self.repeated = Totals("mast_repeated_steps", "Steps that repeated an already completed step (FM-1.3)",
-                               ("service", "agent", "tool"), r)
-        self.wasted_tokens = Totals("mast_wasted_tokens", "Tokens of the model calls that produced repeated steps, "
-                                    "by type", ("service", "agent", "model", "type"), r)
-        self.wasted_cost = Totals("mast_wasted_cost_usd", "USD spent on the model calls that produced repeated "
-                                  "steps", ("service", "agent", "model"), r)
+        self.series = MastSeries(registry, self.limit)
+        # the processor's Exporter protocol, served by the compiled series (no call through Python in between)
+        self.export_increment = self.series.export_increment
+        self.export_verdict = self.series.export_verdict
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -251,32 +154,6 @@ class PrometheusExporter:
         except OSError as e:
             raise OSError(f"cannot serve metrics on {self.config.endpoint}: {e.strerror}") from None
         return self._server.server_address[:2]
-
-    def export_increment(self, inc: Increment) -> None:
-        limit = self.limit
-        service, agent = limit("service", inc.service), limit("agent", inc.agent)
-        for mode in inc.modes:
-            self.mode_traces.add((service, agent, mode.code, mode.category))
-        for tool, n in inc.repeated_by_tool.items():
-            self.repeated.add((service, agent, limit("tool", tool)), n)
-        for (model, kind), n in inc.wasted_tokens.items():
-            self.wasted_tokens.add((service, agent, limit("model", model), kind), n)
-        for model, usd in inc.wasted_cost.items():
-            self.wasted_cost.add((service, agent, limit("model", model)), usd)
-
-    def export_verdict(self, verdict: Verdict, inc: Increment) -> None:
-        if inc.modes or inc.repeated_by_tool or inc.wasted_tokens or inc.wasted_cost:
-            self.export_increment(inc)
-        limit = self.limit
-        service, agent = limit("service", verdict.service), limit("agent", verdict.agent)
-        self.traces.add((service, agent))
-        if verdict.findings:
-            self.failing.add((service, agent))
-        tokens, cost = self.tokens.add, self.cost.add
-        for (model, kind), n in verdict.tokens.items():
-            tokens((service, agent, limit("model", model), kind), n)
-        for model, usd in verdict.cost.items():
-            cost((service, agent, limit("model", model)), usd)
 
     def shutdown(self) -> None:
         if self._server is not None:

@@ -1,0 +1,144 @@
+"""The Prometheus exporter's per-trace work, compiled with the per-span modules (setup.py): counter and histogram
+families that the processor's thread adds to with a dict update (a prometheus-client child takes a lock and
+several calls: half the exporter's instructions), read by the registry as collectors when scraped, and the
+mast_* series of each verdict. One thread adds; a scrape reads a copy (the GIL makes the copy atomic)."""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections.abc import Callable
+from typing import Any, Final
+
+from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
+
+from mastwatch.collector.processor import Increment
+from mastwatch.collector.verdict import Verdict
+
+OVERFLOW: Final = "other"
+
+
+class LabelLimiter:
+    """First come, first kept: at most `limit` distinct values per label name."""
+
+    def __init__(self, limit: int, on_overflow: Callable[[str], Any]) -> None:
+        self.limit = limit
+        self._seen: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+        self._on_overflow = on_overflow
+
+    def __call__(self, label: str, value: str) -> str:
+        seen = self._seen.get(label)
+        if seen is not None and value in seen:
+            return value
+        with self._lock:
+            seen = self._seen.setdefault(label, set())
+            if value in seen:
+                return value
+            if len(seen) < self.limit:
+                seen.add(value)
+                return value
+        self._on_overflow(label)
+        return OVERFLOW
+
+
+class Totals:
+    """A counter family (a prometheus-client collector)."""
+
+    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...], registry: Any) -> None:
+        self.name, self.documentation, self.labelnames = name, documentation, labelnames
+        self.values: dict[tuple[str, ...], float] = {}
+        registry.register(self)
+
+    def add(self, labels: tuple[str, ...], amount: float = 1) -> None:
+        values = self.values
+        values[labels] = values.get(labels, 0) + amount
+
+    def get(self, *labels: str) -> float:
+        return self.values.get(labels, 0)
+
+    def describe(self) -> list[CounterMetricFamily]:
+        return [CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)]
+
+    def collect(self) -> list[CounterMetricFamily]:
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for labels, value in list(self.values.items()):
+            family.add_metric(labels, value)
+        return [family]
+
+
+class LatencyHistogram:
+    """A histogram family (a prometheus-client collector)."""
+
+    def __init__(self, name: str, documentation: str, buckets: tuple[float, ...], registry: Any) -> None:
+        self.name, self.documentation = name, documentation
+        self.bounds = buckets
+        self.counts = [0] * (len(buckets) + 1)  # the last: above every bound
+        self.sum = 0.0
+        registry.register(self)
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(self.bounds, seconds)] += 1
+        self.sum += seconds
+
+    def describe(self) -> list[HistogramMetricFamily]:
+        return [HistogramMetricFamily(self.name, self.documentation)]
+
+    def collect(self) -> list[HistogramMetricFamily]:
+        counts, total = list(self.counts), self.sum
+        buckets: list[tuple[str, float]] = []
+        cumulative = 0
+        for bound, n in zip((*self.bounds, float("inf")), counts, strict=True):
+            cumulative += n
+            buckets.append((floatToGoString(bound), cumulative))
+        return [HistogramMetricFamily(self.name, self.documentation, buckets=buckets, sum_value=total)]
+
+
+class MastSeries:
+    """mast_*: what the agents are doing, counted per verdict and increment."""
+
+    def __init__(self, registry: Any, limit: LabelLimiter) -> None:
+        r = registry
+        self.limit = limit
+        self.traces = Totals("mast_traces", "Agent traces classified", ("service", "agent"), r)
+        self.failing = Totals("mast_failing_traces", "Traces showing at least one MAST failure mode (counted when "
+                              "classified, as mast_traces)", ("service", "agent"), r)
+        self.mode_traces = Totals("mast_failure_mode_traces", "Traces showing a MAST failure mode (counted once "
+                                  "per trace, when first detected, possibly while the run goes on)",
+                                  ("service", "agent", "failure_mode", "category"), r)
+        self.tokens = Totals("mast_tokens", "Tokens of inference calls, by type (input excludes cached input; "
+                             "input+output+cache_read+cache_write is the total)", ("service", "agent", "model", "type"),
+                             r)
+        self.cost = Totals("mast_cost_usd", "Inference spend in USD (genai-prices)", ("service", "agent", "model"), r)
+        self.repeated = Totals("mast_repeated_steps", "Steps that repeated an already completed step (FM-1.3)",
+                               ("service", "agent", "tool"), r)
+        self.wasted_tokens = Totals("mast_wasted_tokens", "Tokens of the model calls that produced repeated steps, "
+                                    "by type", ("service", "agent", "model", "type"), r)
+        self.wasted_cost = Totals("mast_wasted_cost_usd", "USD spent on the model calls that produced repeated "
+                                  "steps", ("service", "agent", "model"), r)
+
+    def export_increment(self, inc: Increment) -> None:
+        limit = self.limit
+        service, agent = limit("service", inc.service), limit("agent", inc.agent)
+        for mode in inc.modes:
+            self.mode_traces.add((service, agent, mode.code, mode.category))
+        for tool, n in inc.repeated_by_tool.items():
+            self.repeated.add((service, agent, limit("tool", tool)), n)
+        for (model, kind), tokens in inc.wasted_tokens.items():
+            self.wasted_tokens.add((service, agent, limit("model", model), kind), tokens)
+        for model, usd in inc.wasted_cost.items():
+            self.wasted_cost.add((service, agent, limit("model", model)), usd)
+
+    def export_verdict(self, verdict: Verdict, inc: Increment) -> None:
+        if inc.modes or inc.repeated_by_tool or inc.wasted_tokens or inc.wasted_cost:
+            self.export_increment(inc)
+        limit = self.limit
+        service, agent = limit("service", verdict.service), limit("agent", verdict.agent)
+        self.traces.add((service, agent))
+        if verdict.findings:
+            self.failing.add((service, agent))
+        for (model, kind), n in verdict.tokens.items():
+            self.tokens.add((service, agent, limit("model", model), kind), n)
+        for model, usd in verdict.cost.items():
+            self.cost.add((service, agent, limit("model", model)), usd)
