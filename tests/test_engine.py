@@ -11,7 +11,7 @@ import pytest
 from mastwatch.collector.assemble import Trace
 from mastwatch.collector.classify.detector import Detector
 from mastwatch.collector.classify.detectors import load_detectors
-from mastwatch.collector.classify.engine import ClassifierEngine
+from mastwatch.collector.classify.engine import ClassifierEngine, detector_routes
 from mastwatch.collector.config import DetectorSettings
 from mastwatch.collector.content import Content
 from mastwatch.collector.steps import Step, StepKind
@@ -40,6 +40,7 @@ def test_a_failing_detector_is_switched_off_counted_and_the_others_go_on() -> No
     errors: list[str] = []
     engine = ClassifierEngine(on_detector_error=errors.append)
     engine.detectors.insert(0, (_Exploding, DetectorSettings()))
+    engine.routes = detector_routes(engine.detectors)
     trace = Trace(b"\x01" * 16, 0.0, 0.0)
     live = []
     for n in range(1, 5):

@@ -52,6 +52,9 @@ class ClassifierEngine:
             for code, values in a.detectors.items():
                 merged[code] = {**_plain(settings.get(code)), **values}
             self.agents.append((tuple(a.match), self._enabled(merged)))
+        # for each kind of step, the positions of the detectors that observe it (worked out once, not per trace)
+        self.routes = detector_routes(self.detectors)
+        self.agents_routes = [(detectors, detector_routes(detectors)) for _, detectors in self.agents]
         self.on_detector_error = on_detector_error or (lambda code: None)
         self.kinds = frozenset().union(*(cls.kinds for profile in (self.detectors, *(d for _, d in self.agents))
                                          for cls, _ in profile))  # steps any detector wants
@@ -98,9 +101,9 @@ class ClassifierEngine:
         return self._new(trace, profile, settled)
 
     def _new(self, trace: Trace, profile: int, settled: bool) -> TraceFindings:
-        enabled = self.detectors if profile < 0 else self.agents[profile][1]
+        enabled, routes = (self.detectors, self.routes) if profile < 0 else self.agents_routes[profile]
         detectors = [cls(s, trace, self.tools) for cls, s in enabled]
-        return TraceFindings(detectors, {kind: [d for d in detectors if kind in d.kinds] for kind in STEP_KINDS},
+        return TraceFindings(detectors, {kind: [detectors[i] for i in indices] for kind, indices in routes},
                              profile, settled)
 
     def _again(self, trace: Trace, profile: int, settled: bool) -> TraceFindings:
@@ -180,6 +183,11 @@ class ClassifierEngine:
         self._switch_off(state, failed)
         trace.classifier = state
         return findings
+
+
+def detector_routes(detectors: list[tuple[type[Detector], DetectorSettings]]) -> list[tuple[StepKind, list[int]]]:
+    """For each kind of step, the positions in `detectors` of those that observe it."""
+    return [(kind, [i for i, (cls, _) in enumerate(detectors) if kind in cls.kinds]) for kind in STEP_KINDS]
 
 
 def _plain(settings: Any) -> dict[str, Any]:

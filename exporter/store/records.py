@@ -38,8 +38,10 @@ _TIMES = {name: [i for i, c in enumerate(t.columns) if c.type_name.startswith("D
 
 
 def seconds(ns: int) -> orjson.Fragment:
-    """A time as a JSON number: seconds since the epoch, nanoseconds exact."""
-    return _Fragment(b"%d.%09d" % divmod(ns, 1_000_000_000))
+    """A time as a JSON number: seconds since the epoch, nanoseconds exact. (Native integer arithmetic and
+    string joins: bytes formatting of a divmod was a quarter of a verdict's encoding.)"""
+    fraction = ns % 1_000_000_000
+    return _Fragment(f"{ns // 1_000_000_000}.{str(fraction + 1_000_000_000)[1:]}")
 
 
 def nanoseconds(text: str) -> int:
