@@ -7,25 +7,8 @@ from typing import Any, Final
 
 from ..content import as_json
 from ..steps import AGENT, LLM, OTHER, TOOL, StepKind
-from .draft import (
-    AGENT_NAME,
-    ARGS,
-    CACHE_READ_TOKENS,
-    CACHE_WRITE_TOKENS,
-    CONVERSATION_ID,
-    ERROR_TYPE,
-    FINISH_REASONS,
-    INPUT_TOKENS,
-    KIND,
-    MODEL,
-    OUTPUT,
-    OUTPUT_TOKENS,
-    PROVIDER,
-    RESULT,
-    TOOL_CALL_ID,
-    TOOL_NAME,
-    Draft,
-)
+from . import draft as field
+from .draft import Draft
 
 LLM_OPERATIONS: Final = frozenset({"chat", "generate_content", "text_completion", "completion",
                                    "call_llm"})  # call_llm: any-agent
@@ -40,10 +23,10 @@ TOOL_RESULTS: Final[tuple[str, ...]] = ("gen_ai.tool.call.result", "tool_respons
 
 # Token counts: the v1.41 name first, then the development and deprecated names.
 _TOKENS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
-    (INPUT_TOKENS, ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")),
-    (OUTPUT_TOKENS, ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")),
-    (CACHE_READ_TOKENS, ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens")),
-    (CACHE_WRITE_TOKENS, ("gen_ai.usage.cache_write.input_tokens", "gen_ai.usage.cache_creation.input_tokens",
+    (field.INPUT_TOKENS, ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")),
+    (field.OUTPUT_TOKENS, ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")),
+    (field.CACHE_READ_TOKENS, ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens")),
+    (field.CACHE_WRITE_TOKENS, ("gen_ai.usage.cache_write.input_tokens", "gen_ai.usage.cache_creation.input_tokens",
                           "gen_ai.usage.cache_write_input_tokens")))
 
 MARKERS: Final = frozenset({"gen_ai.operation.name", "gen_ai.system", "gen_ai.provider.name", "gen_ai.tool.name",
@@ -96,36 +79,36 @@ def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
     op = attrs.get("gen_ai.operation.name")
     kind = _kind(op, attrs)
     if kind is not None:
-        draft.offer(KIND, kind)
+        draft.offer(field.KIND, kind)
     if (agent := attrs.get("gen_ai.agent.name")) is not None:
-        draft.offer(AGENT_NAME, str(agent))
+        draft.offer(field.AGENT_NAME, str(agent))
     elif op in AGENT_OPERATIONS and name.startswith(op + " "):
-        draft.offer(AGENT_NAME, name[len(op) + 1:])
+        draft.offer(field.AGENT_NAME, name[len(op) + 1:])
     if (model := attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model")) is not None:
-        draft.offer(MODEL, str(model))
+        draft.offer(field.MODEL, str(model))
     if (provider := attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system")) is not None:
-        draft.offer(PROVIDER, str(provider))
+        draft.offer(field.PROVIDER, str(provider))
     if kind is not LLM and kind is not AGENT:  # a tool call, or not known yet
         if (tool := attrs.get("gen_ai.tool.name")) is not None:
-            draft.offer(TOOL_NAME, str(tool))
+            draft.offer(field.TOOL_NAME, str(tool))
         elif op in TOOL_OPERATIONS:  # the span name is `execute_tool {name}`, or just the tool's name (langsmith)
-            draft.offer(TOOL_NAME, name.removeprefix("execute_tool ") or name)
+            draft.offer(field.TOOL_NAME, name.removeprefix("execute_tool ") or name)
         if (call_id := attrs.get("gen_ai.tool.call.id")) is not None:
-            draft.offer(TOOL_CALL_ID, str(call_id))
+            draft.offer(field.TOOL_CALL_ID, str(call_id))
         for key in TOOL_ARGUMENTS:
             if (args := attrs.get(key)) is not None:
-                draft.offer(ARGS, args)
+                draft.offer(field.ARGS, args)
                 break
         for key in TOOL_RESULTS:
             if (result := attrs.get(key)) is not None:
-                draft.offer(RESULT, result)
+                draft.offer(field.RESULT, result)
                 break
         if kind is TOOL and "openinference.span.kind" not in attrs:  # koog: OpenInference I/O names only
             if (args := attrs.get("input.value")) is not None:
-                draft.offer(ARGS, args)
+                draft.offer(field.ARGS, args)
             # gen_ai.output: any-agent
             if (result := attrs.get("output.value", attrs.get("gen_ai.output"))) is not None:
-                draft.offer(RESULT, result)
+                draft.offer(field.RESULT, result)
     if kind is not TOOL and kind is not AGENT:  # a model call, or not known yet
         messages = attrs.get("gen_ai.output.messages")
         output = _output_text(messages) if messages is not None else None
@@ -134,11 +117,11 @@ def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
         if output is None and kind is LLM and isinstance(attrs.get("gen_ai.output"), str):  # any-agent
             output = attrs.get("gen_ai.output")
         if output is not None:
-            draft.offer(OUTPUT, output)
-        for field, keys in _TOKENS:
+            draft.offer(field.OUTPUT, output)
+        for slot, keys in _TOKENS:
             for key in keys:
                 if (value := attrs.get(key)) is not None:
-                    draft.offer(field, value)
+                    draft.offer(slot, value)
                     break
     finish = attrs.get("gen_ai.response.finish_reasons")
     if type(finish) is str:  # a JSON string where arrays are flattened
@@ -146,8 +129,8 @@ def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
     if finish is None and "gen_ai.completion.0.finish_reason" in attrs:  # OpenLLMetry's indexed completions
         finish = [attrs["gen_ai.completion.0.finish_reason"]]
     if finish is not None:
-        draft.offer(FINISH_REASONS, finish)
+        draft.offer(field.FINISH_REASONS, finish)
     if (error_type := attrs.get("error.type")) is not None:
-        draft.offer(ERROR_TYPE, str(error_type))
+        draft.offer(field.ERROR_TYPE, str(error_type))
     if (conversation := attrs.get("gen_ai.conversation.id")) is not None:
-        draft.offer(CONVERSATION_ID, str(conversation))
+        draft.offer(field.CONVERSATION_ID, str(conversation))

@@ -12,24 +12,8 @@ from typing import Any, Final
 
 from ..content import as_json
 from ..steps import AGENT, LLM, OTHER, TOOL
-from .draft import (
-    AGENT_NAME,
-    ARGS,
-    CACHE_READ_TOKENS,
-    CACHE_WRITE_TOKENS,
-    ERROR_TYPE,
-    FINISH_REASONS,
-    INPUT_TOKENS,
-    KIND,
-    MODEL,
-    OUTPUT,
-    OUTPUT_TOKENS,
-    PROVIDER,
-    RESULT,
-    TOOL_CALL_ID,
-    TOOL_NAME,
-    Draft,
-)
+from . import draft as field
+from .draft import Draft
 
 KINDS: Final = {"generation": LLM, "tool": TOOL, "agent": AGENT, "chain": AGENT}
 _OBS: Final = "langfuse.observation."
@@ -65,10 +49,10 @@ def _usage(details: Any) -> dict[int, int]:
     def total(prefix: str) -> int:
         return int(sum(v for k, v in counts.items() if k == prefix or k.startswith(prefix + "_")))
 
-    usage = {INPUT_TOKENS: total("input") + int(counts.get("cache_read_input_tokens", 0))
-             + int(counts.get("cache_creation_input_tokens", 0)), OUTPUT_TOKENS: total("output")}
-    usage[CACHE_READ_TOKENS] = int(counts.get("input_cache_read", 0) + counts.get("cache_read_input_tokens", 0))
-    usage[CACHE_WRITE_TOKENS] = int(counts.get("input_cache_creation", 0) + counts.get("input_cache_write", 0)
+    usage = {field.INPUT_TOKENS: total("input") + int(counts.get("cache_read_input_tokens", 0))
+             + int(counts.get("cache_creation_input_tokens", 0)), field.OUTPUT_TOKENS: total("output")}
+    usage[field.CACHE_READ_TOKENS] = int(counts.get("input_cache_read", 0) + counts.get("cache_read_input_tokens", 0))
+    usage[field.CACHE_WRITE_TOKENS] = int(counts.get("input_cache_creation", 0) + counts.get("input_cache_write", 0)
                                       + counts.get("cache_creation_input_tokens", 0))
     return usage
 
@@ -91,29 +75,29 @@ def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
     message = _tool_message(output) if kind is OTHER and obs_type == "span" else None
     if message is not None:
         kind = TOOL
-    draft.offer(KIND, kind)
+    draft.offer(field.KIND, kind)
     if (model := attrs.get(_OBS + "model.name")) is not None:
-        draft.offer(MODEL, str(model))
+        draft.offer(field.MODEL, str(model))
     if (provider := attrs.get(_OBS + "metadata.ls_provider")) is not None:
-        draft.offer(PROVIDER, str(provider))
+        draft.offer(field.PROVIDER, str(provider))
     if kind is TOOL:
-        draft.offer(TOOL_NAME, str(message.get("name") or name) if message else name)
+        draft.offer(field.TOOL_NAME, str(message.get("name") or name) if message else name)
         if message and message.get("tool_call_id") is not None:
-            draft.offer(TOOL_CALL_ID, str(message["tool_call_id"]))
+            draft.offer(field.TOOL_CALL_ID, str(message["tool_call_id"]))
         if (args := attrs.get(_OBS + "input")) is not None:
-            draft.offer(ARGS, args)
+            draft.offer(field.ARGS, args)
         result = message.get("content") if message else output
         if result is not None:
-            draft.offer(RESULT, result)
+            draft.offer(field.RESULT, result)
     elif kind is LLM:
-        for field, value in _usage(attrs.get(_OBS + "usage_details")).items():
-            draft.offer(field, value)
+        for slot, value in _usage(attrs.get(_OBS + "usage_details")).items():
+            draft.offer(slot, value)
         text, calls_tools = _message_text(output)
         if text is not None:
-            draft.offer(OUTPUT, text)
+            draft.offer(field.OUTPUT, text)
         if calls_tools:
-            draft.offer(FINISH_REASONS, ["tool_calls"])
+            draft.offer(field.FINISH_REASONS, ["tool_calls"])
     elif kind is AGENT and obs_type == "agent":
-        draft.offer(AGENT_NAME, name)
+        draft.offer(field.AGENT_NAME, name)
     if str(attrs.get(_OBS + "level", "")).upper() == "ERROR":
-        draft.offer(ERROR_TYPE, "_OTHER")
+        draft.offer(field.ERROR_TYPE, "_OTHER")

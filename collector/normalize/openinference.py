@@ -6,24 +6,8 @@ import re
 from typing import Any, Final
 
 from ..steps import AGENT, LLM, OTHER, TOOL
-from .draft import (
-    AGENT_NAME,
-    ARGS,
-    CACHE_READ_TOKENS,
-    CACHE_WRITE_TOKENS,
-    CONVERSATION_ID,
-    FINISH_REASONS,
-    INPUT_TOKENS,
-    KIND,
-    MODEL,
-    OUTPUT,
-    OUTPUT_TOKENS,
-    PROVIDER,
-    RESULT,
-    TOOL_CALL_ID,
-    TOOL_NAME,
-    Draft,
-)
+from . import draft as field
+from .draft import Draft
 
 KINDS: Final = {"LLM": LLM, "TOOL": TOOL, "AGENT": AGENT, "CHAIN": AGENT}
 
@@ -58,44 +42,45 @@ def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
     event = _beeai_event(attrs, name)
     if event is not None and (kind is AGENT or event[1] != "start"):
         kind = OTHER  # a call is its start event; agent.react.* events are iterations, not invocations
-    draft.offer(KIND, kind)
+    draft.offer(field.KIND, kind)
     if (agent := attrs.get("agent.name")) is not None:
-        draft.offer(AGENT_NAME, str(agent))
+        draft.offer(field.AGENT_NAME, str(agent))
     elif kind is AGENT and attrs.get("openinference.span.kind") == "AGENT":
-        draft.offer(AGENT_NAME, attrs.get("graph.node.name") or name)
+        draft.offer(field.AGENT_NAME, attrs.get("graph.node.name") or name)
     model = attrs.get("llm.response.model_name") or attrs.get("llm.model_name") or attrs.get("llm.request.model_name")
     if model is not None:
-        draft.offer(MODEL, str(model))
+        draft.offer(field.MODEL, str(model))
     if (provider := attrs.get("llm.provider") or attrs.get("llm.system")) is not None:
-        draft.offer(PROVIDER, str(provider))
+        draft.offer(field.PROVIDER, str(provider))
     if kind is TOOL:
         if (tool := attrs.get("tool.name")) is not None:
-            draft.offer(TOOL_NAME, str(tool))
+            draft.offer(field.TOOL_NAME, str(tool))
         elif event is not None:  # tool.search.wikipedia.start -> search.wikipedia
-            draft.offer(TOOL_NAME, event[0].removeprefix("tool."))
+            draft.offer(field.TOOL_NAME, event[0].removeprefix("tool."))
         else:
-            draft.offer(TOOL_NAME, name)
+            draft.offer(field.TOOL_NAME, name)
         if (call_id := attrs.get("tool.id") or attrs.get("tool_call.id")) is not None:
-            draft.offer(TOOL_CALL_ID, str(call_id))
+            draft.offer(field.TOOL_CALL_ID, str(call_id))
         args = attrs.get("tool_call.function.arguments", attrs.get("input.value"))
         if args is None and event is not None:  # BeeAI puts the call's arguments in tool.parameters
             args = attrs.get("tool.parameters")
         if args is not None:
-            draft.offer(ARGS, args)
+            draft.offer(field.ARGS, args)
         if (result := attrs.get("output.value")) is not None:
-            draft.offer(RESULT, result)
+            draft.offer(field.RESULT, result)
     if kind is LLM:
         output = _output_messages(attrs) or attrs.get("output.value")
         if output is not None:
-            draft.offer(OUTPUT, str(output))
+            draft.offer(field.OUTPUT, str(output))
         if (finish := attrs.get("llm.finish_reason")) is not None:
-            draft.offer(FINISH_REASONS, [finish])
+            draft.offer(field.FINISH_REASONS, [finish])
         elif output is not None and "llm.output_messages.0.message.tool_calls.0.tool_call.function.name" in attrs:
-            draft.offer(FINISH_REASONS, ["tool_calls"])  # no finish reason given: the output asked for tools
-    for key, field in (("llm.token_count.prompt", INPUT_TOKENS), ("llm.token_count.completion", OUTPUT_TOKENS),
-                       ("llm.token_count.prompt_details.cache_read", CACHE_READ_TOKENS),
-                       ("llm.token_count.prompt_details.cache_write", CACHE_WRITE_TOKENS)):
+            draft.offer(field.FINISH_REASONS, ["tool_calls"])  # no finish reason given: the output asked for tools
+    for key, slot in (("llm.token_count.prompt", field.INPUT_TOKENS),
+                      ("llm.token_count.completion", field.OUTPUT_TOKENS),
+                      ("llm.token_count.prompt_details.cache_read", field.CACHE_READ_TOKENS),
+                      ("llm.token_count.prompt_details.cache_write", field.CACHE_WRITE_TOKENS)):
         if (value := attrs.get(key)) is not None:
-            draft.offer(field, value)
+            draft.offer(slot, value)
     if (session := attrs.get("session.id")) is not None:
-        draft.offer(CONVERSATION_ID, str(session))
+        draft.offer(field.CONVERSATION_ID, str(session))

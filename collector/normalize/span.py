@@ -21,27 +21,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..content import PREVIEW_CHARS, Content, fingerprint, preview
 from ..steps import LLM, OTHER, TOOL, Step
+from . import draft as field
 from . import genai, langfuse, openinference, openllmetry, vercel
 from .attributes import EXCEPTION_ESCAPED, EXCEPTION_MESSAGE, EXCEPTION_TYPE, STATUS_DESCRIPTION
-from .draft import (
-    AGENT_NAME,
-    ARGS,
-    CACHE_READ_TOKENS,
-    CACHE_WRITE_TOKENS,
-    CONVERSATION_ID,
-    ERROR_TYPE,
-    FINISH_REASONS,
-    INPUT_TOKENS,
-    KIND,
-    MODEL,
-    OUTPUT,
-    OUTPUT_TOKENS,
-    PROVIDER,
-    RESULT,
-    TOOL_CALL_ID,
-    TOOL_NAME,
-    Draft,
-)
+from .draft import Draft
 from .limits import LIMIT_TEXT, limit_hit
 
 if TYPE_CHECKING:
@@ -126,39 +109,39 @@ def normalize_span(span: SpanRecord) -> Step:
     for read in _readers(tuple(attrs)):
         read(attrs, name, draft)
     values = draft.values
-    kind = values[KIND] or OTHER
+    kind = values[field.KIND] or OTHER
     step = Step(trace_id, span_id, parent_span_id, kind, _intern(name), start_ns, end_ns, _intern(service))
     if draft.empty:
         if status_code == STATUS_ERROR or EXCEPTION_TYPE in attrs:
             _failure(step, attrs, status_code == STATUS_ERROR, None)
         return step
-    if (agent := values[AGENT_NAME]) is not None:
+    if (agent := values[field.AGENT_NAME]) is not None:
         step.agent = _intern(agent)
-    if (model := values[MODEL]) is not None:
+    if (model := values[field.MODEL]) is not None:
         step.model = _model_id(model)
-    if (provider := values[PROVIDER]) is not None:
+    if (provider := values[field.PROVIDER]) is not None:
         step.provider = _intern(provider)
-    if (tool := values[TOOL_NAME]) is not None:
+    if (tool := values[field.TOOL_NAME]) is not None:
         step.tool = _intern(tool)
-    step.tool_call_id = values[TOOL_CALL_ID]
-    step.conversation_id = values[CONVERSATION_ID]
-    if (args := values[ARGS]) is not None:
+    step.tool_call_id = values[field.TOOL_CALL_ID]
+    step.conversation_id = values[field.CONVERSATION_ID]
+    if (args := values[field.ARGS]) is not None:
         step.args = Content(args)
-    if (result := values[RESULT]) is not None:
+    if (result := values[field.RESULT]) is not None:
         step.result = Content(result)
-    if (output := values[OUTPUT]) is not None:
+    if (output := values[field.OUTPUT]) is not None:
         text = str(output)
         step.output_fingerprint = fingerprint(" ".join(text.split()))
         step.output_chars = len(text)
         step.output_preview = preview(text)
     if kind is LLM:  # tokens from inference spans only: agent spans repeat their children's sums
-        step.input_tokens = _int(values[INPUT_TOKENS])
-        step.output_tokens = _int(values[OUTPUT_TOKENS])
-        step.cache_read_tokens = _int(values[CACHE_READ_TOKENS])
-        step.cache_write_tokens = _int(values[CACHE_WRITE_TOKENS])
-    if finish := values[FINISH_REASONS]:
+        step.input_tokens = _int(values[field.INPUT_TOKENS])
+        step.output_tokens = _int(values[field.OUTPUT_TOKENS])
+        step.cache_read_tokens = _int(values[field.CACHE_READ_TOKENS])
+        step.cache_write_tokens = _int(values[field.CACHE_WRITE_TOKENS])
+    if finish := values[field.FINISH_REASONS]:
         step.finish_reasons = _finish_reasons(finish)
-    error_type = values[ERROR_TYPE]
+    error_type = values[field.ERROR_TYPE]
     if status_code == STATUS_ERROR or error_type is not None or EXCEPTION_TYPE in attrs:
         _failure(step, attrs, status_code == STATUS_ERROR, error_type)
     return step
