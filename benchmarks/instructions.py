@@ -1,0 +1,108 @@
+"""Instructions the processor's thread executes per span, counted by valgrind (steady where timings on a shared
+machine are not).
+
+  python benchmarks/instructions.py [--spans 20000]
+
+Runs itself under `valgrind --tool=cachegrind` once per stage over the requests of benchmarks/traffic.py
+(10-span agent runs, decoded up front, ticked as a live server ticks at 40,000 spans/s): decoding alone (the
+baseline), then the processor, then with its Prometheus exporter, then with the store's share of the
+processor's thread too (each verdict's rows encoded and appended to the durable queue; chDB's inserts, on the
+store's own thread, are not counted). Prints each stage's instructions per span beyond the stage before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import itertools
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+STAGES = ("decode", "processor", "prometheus", "store")
+
+
+def _run(stage: str, spans: int) -> None:
+    """One stage, in this process (what valgrind counts)."""
+    from mastwatch.collector.config import ProcessorConfig
+    from mastwatch.collector.processor import Processor
+    from mastwatch.collector.receiver.decode import decode
+    from mastwatch.exporter.prometheus import PrometheusExporter, PrometheusExporterConfig
+    from mastwatch.exporter.store.queue import DurableQueue
+    from mastwatch.exporter.store.records import encode
+    from mastwatch.service import GC_THRESHOLDS
+
+    from traffic import requests
+
+    class QueuedRows:
+        """The store exporter's work on the processor's thread: rows encoded, appended to the durable queue."""
+
+        def __init__(self, path: str) -> None:
+            self.queue = DurableQueue(path, 10**8, 1 << 30)
+
+        def export_increment(self, increment) -> None:
+            pass
+
+        def export_verdict(self, verdict, increment) -> None:
+            self.queue.append(*encode(verdict))
+
+        def shutdown(self) -> None:
+            self.queue.close()
+
+    def processor(path: str) -> Processor:
+        exporters: list = []
+        telemetry = None
+        if STAGES.index(stage) >= STAGES.index("prometheus"):
+            prometheus = PrometheusExporter(PrometheusExporterConfig())
+            exporters.append(prometheus)
+            telemetry = prometheus.self_metrics
+        if stage == "store":
+            exporters.append(QueuedRows(path))
+        return Processor(ProcessorConfig(), exporters, telemetry)
+
+    batches = [decode(body).spans for body in requests(spans, 500)]
+    with tempfile.TemporaryDirectory() as warm_path, tempfile.TemporaryDirectory() as path:
+        warm = processor(warm_path)  # prices looked up, modules loaded: one-time costs left out of every stage
+        for spans_ in batches[:4]:
+            warm.process(spans_, now=0.0)
+        warm.drain()
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(*GC_THRESHOLDS)
+        if stage != "decode":
+            measured = processor(path)
+            now = 0.0
+            for spans_ in batches:
+                measured.process(spans_, now=now)
+                now += len(spans_) / 40_000
+                measured.tick(now)
+            measured.drain()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--spans", type=int, default=20_000)
+    parser.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)  # the run valgrind counts
+    args = parser.parse_args()
+    if args.stage:
+        _run(args.stage, args.spans)
+        return
+    counts = {}
+    for stage in STAGES:
+        with tempfile.NamedTemporaryFile() as out:
+            done = subprocess.run(
+                ["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out.name}",
+                 sys.executable, __file__, "--stage", stage, "--spans", str(args.spans)],
+                capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=True)
+        counts[stage] = int(re.search(r"I\s+refs:\s+([\d,]+)", done.stderr).group(1).replace(",", ""))
+    total = (counts["store"] - counts["decode"]) / args.spans
+    print(f"instructions per span over {args.spans} spans (10-span traces, content off):")
+    for before, stage in itertools.pairwise(STAGES):
+        print(f"  {stage:>10}: {(counts[stage] - counts[before]) / args.spans:9,.0f}")
+    print(f"  {'in all':>10}: {total:9,.0f}")
+
+
+if __name__ == "__main__":
+    main()
