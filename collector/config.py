@@ -129,6 +129,11 @@ class HistoryLossSettings(DetectorSettings):
     drop_ratio: float = Field(0.5, gt=0, lt=1, description="a prompt below this share of the largest is a collapse")
     reset_ratio: float = Field(1.25, ge=1, description="a prompt within this factor of the first call's is a reset")
 
+    @cached_property
+    def limits(self) -> tuple[int, int, float]:
+        """What a collapse is (min_calls, min_tokens, drop_ratio), read once: detectors are made per trace."""
+        return self.min_calls, self.min_tokens, self.drop_ratio
+
 
 class TerminationSettings(DetectorSettings):
     """FM-1.5"""

@@ -78,7 +78,7 @@ class HistoryLoss(Detector):
 
     def __init__(self, settings: HistoryLossSettings, trace: Trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
-        limits = (settings.min_calls, settings.min_tokens, settings.drop_ratio)
+        limits = settings.limits
         self.sizes = shared(self, "prompt_sizes", lambda: PromptSizes(limits), lambda s: s.limits == limits)
         self.found: Finding | None = None
 

@@ -19,6 +19,7 @@ from ...config import StepRepetitionSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..signals import TOOL_CALL_FINISH
+from ..tools import Globs
 
 EVIDENCE_LIMIT: Final = 50
 
@@ -36,6 +37,10 @@ class StepRepetition(Detector):
         self._failed_invocations: set[bytes] = set()
         self._parent: bytes | None = None  # of the last model or tool step
         self._reasons: dict[str, tuple[float, str, str]] = {}  # signal -> (confidence, basis, reason)
+        # settings read on every tool call, kept as plain attributes (reading a settings model costs more)
+        self._max_period: int = settings.cycle_max_period
+        self._polling: Globs | None = settings.polling if settings.polling_tools else None
+        self._unknown_args_min_run: int = settings.unknown_args_min_run
         self._start_over()
 
     def _start_over(self) -> None:
@@ -43,7 +48,7 @@ class StepRepetition(Detector):
         self._calls: dict[tuple[str, str | int | None], list[Step]] = {}
         self._first_call: dict[str, Step | None] = {}  # None: its first call has been compared
         self._sequence: list[Step] = []  # tool calls, in order
-        self._match_run = [0] * (self.settings.cycle_max_period + 1)
+        self._match_run = [0] * (self._max_period + 1)
         self._outputs: dict[int, list[Step]] = {}
         self._last_tool: Step | None = None
         self._retries = 0
@@ -74,8 +79,7 @@ class StepRepetition(Detector):
         return None
 
     def _observe_tool(self, step: Step, tool: str) -> Finding | None:
-        s = self.settings
-        if self.settings.polling_tools and self.settings.polling(tool):
+        if self._polling is not None and self._polling(tool):
             return None
         previous = self._last_tool
         self._last_tool = step
@@ -83,7 +87,7 @@ class StepRepetition(Detector):
         if step.args is None:
             self._run = self._run + 1 if previous is not None and previous.tool == tool \
                 and previous.args is None else 1
-            if s.unknown_args_min_run and self._run >= s.unknown_args_min_run:
+            if self._unknown_args_min_run and self._run >= self._unknown_args_min_run:
                 run = [*self._sequence[len(self._sequence) - self._run + 1:], step]
                 self._mark(run[1:], run)
                 self._reasons["run"] = (0.4, "structure", f"{tool} called {self._run} times in a row "
@@ -131,7 +135,7 @@ class StepRepetition(Detector):
         step = seq[end]
         tool, args = step.tool, step.args
         match_run = self._match_run
-        for period in range(2, min(s.cycle_max_period, end) + 1):  # longer periods have matched nothing yet
+        for period in range(2, min(self._max_period, end) + 1):  # longer periods have matched nothing yet
             other = seq[end - period]
             if other.tool != tool or args is None or other.args is None or other.args.key != args.key:
                 match_run[period] = 0  # not the same call (same tool, equivalent arguments): no cycle of it

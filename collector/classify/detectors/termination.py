@@ -26,6 +26,7 @@ class Termination(Detector):
         self.found: Finding | None = None
         self.asked: Step | None = None  # the last model call, when it asked for tools
         self.unseen: Step | None = None  # a tool result that came after it, no model call since
+        self.limit_texts: bool = settings.limit_texts  # read on every final model output
 
     def observe(self, step: Step) -> Finding | None:
         kind = step.kind
@@ -42,7 +43,7 @@ class Termination(Detector):
             self.found = Finding(self.code, 0.95, [step.span_id], f"{step.name} stopped by the framework's limit "
                                  f"({step.limit})", STRUCTURE)
             return self.found
-        if final_output and self.found is None and self.settings.limit_texts and limit_text(step):
+        if final_output and self.found is None and self.limit_texts and limit_text(step):
             self.found = Finding(self.code, 0.85, [step.span_id], f"{step.name} reports a limit hit: "
                                  f"{step.output_preview!r}", CONTENT)
             return self.found
