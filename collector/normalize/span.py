@@ -71,11 +71,28 @@ def _finish_reasons(finish: Any) -> tuple[str, ...]:
         return tuple(_intern(str(f)) for f in key)
 
 
-@functools.lru_cache(maxsize=_CACHE_SIZE)
-def _readers(keys: tuple[str, ...]) -> tuple[Any, ...]:
-    """The conventions that read spans with these attribute keys. One instrumentation emits a few key sets
-    over and over, so the choice is made once per key set."""
-    return tuple(c.read for c in CONVENTIONS if not c.MARKERS.isdisjoint(keys))
+# The conventions that read a span are those with a marker among its attribute keys: each marker names its
+# convention's bit, and every combination of bits its readers, in CONVENTIONS order (one pass over the keys).
+def _marker_bits() -> dict[str, int]:
+    bits: dict[str, int] = {}
+    for i, convention in enumerate(CONVENTIONS):
+        for marker in convention.MARKERS:
+            bits[marker] = bits.get(marker, 0) | 1 << i
+    return bits
+
+
+_MARKER_BITS: Final = _marker_bits()
+_READERS: Final[list[tuple[Any, ...]]] = [tuple(c.read for i, c in enumerate(CONVENTIONS) if bits & (1 << i))
+                                          for bits in range(1 << len(CONVENTIONS))]
+
+
+def _readers(attrs: dict[str, Any]) -> tuple[Any, ...]:
+    bits = 0
+    for key in attrs:
+        bit = _MARKER_BITS.get(key)
+        if bit is not None:
+            bits |= bit
+    return _READERS[bits]
 
 
 def _failure(step: Step, attrs: dict[str, Any], status_error: bool, error_type: str | None) -> None:
@@ -106,7 +123,7 @@ def _failure(step: Step, attrs: dict[str, Any], status_error: bool, error_type: 
 def normalize_span(span: SpanRecord) -> Step:
     service, trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, attrs = span
     draft = Draft()
-    for read in _readers(tuple(attrs)):
+    for read in _readers(attrs):
         read(attrs, name, draft)
     values = draft.values
     kind = values[field.KIND] or OTHER
