@@ -47,15 +47,22 @@ def _int(value: Any) -> int:
         return 0
 
 
-_CACHE_SIZE: Final = 10_000  # span-derived values: caches are bounded (least recently used dropped)
+_CACHE_SIZE: Final = 10_000  # span-derived values: caches are bounded
 
 
-@functools.lru_cache(maxsize=_CACHE_SIZE)
+_MODEL_IDS: Final[dict[str, str]] = {}  # a dict read in C, where lru_cache is a call and a list to keep in order
+
+
 def _model_id(model: str) -> str:
     """The model id, interned. A Vertex AI resource name (projects/.../publishers/google/models/gemini-2.5-flash)
     or a Gemini API name (models/gemini-2.5-flash) becomes the model id it names."""
-    known = model.rpartition("/")[2] or model if model.startswith("models/") or "/models/" in model else model
-    return _intern(str(known))
+    known = _MODEL_IDS.get(model)
+    if known is None:
+        if len(_MODEL_IDS) >= _CACHE_SIZE:
+            _MODEL_IDS.clear()
+        name = model.rpartition("/")[2] or model if model.startswith("models/") or "/models/" in model else model
+        known = _MODEL_IDS[model] = _intern(str(name))
+    return known
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
