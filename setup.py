@@ -15,7 +15,7 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 
-ROOT = Path(__file__).parent
+ROOT = Path(__file__).resolve().parent
 # Sources compiled by mypyc, relative to the repository (the store's row encoding and the Prometheus totals run
 # once per trace on the processor's thread). They define no pydantic models (collector/config.py
 # holds the settings): mypyc would build those classes without their validation. Package __init__ modules stay

@@ -5,7 +5,9 @@
 The requests of benchmarks/traffic.py (10-span agent runs) are decoded with the receiver's decoder, then fed
 through cumulative stages: normalise; + assemble into traces; + classify (the engine's observe and finish); the
 whole processor (`Processor.process` for each request, then `drain`: classification, pricing, verdicts; no
-exporters). Each stage's figure is process CPU time per span, best of `--passes` passes (the machine may be
+exporters); then with its Prometheus exporter (not served); then with the store too (chDB in a temporary
+directory, flushed at the end of each pass: the writer thread's and chDB's CPU count). Each stage's figure is
+process CPU time per span, best of `--passes` passes (the machine may be
 busy); what a stage adds is its figure minus the previous one. Ratios are against decoding, measured in the
 same run. The decoded input is frozen out of garbage collection, whose thresholds are the server's.
 """

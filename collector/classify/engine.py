@@ -54,7 +54,7 @@ class ClassifierEngine:
             self.agents.append((tuple(a.match), self._enabled(merged)))
         # for each kind of step, the positions of the detectors that observe it (worked out once, not per trace)
         self.routes = detector_routes(self.detectors)
-        self.agents_routes = [(detectors, detector_routes(detectors)) for _, detectors in self.agents]
+        self.agents_routes = [detector_routes(detectors) for _, detectors in self.agents]
         self.on_detector_error = on_detector_error or (lambda code: None)
         self.kinds = frozenset().union(*(cls.kinds for profile in (self.detectors, *(d for _, d in self.agents))
                                          for cls, _ in profile))  # steps any detector wants
@@ -101,7 +101,10 @@ class ClassifierEngine:
         return self._new(trace, profile, settled)
 
     def _new(self, trace: Trace, profile: int, settled: bool) -> TraceFindings:
-        enabled, routes = (self.detectors, self.routes) if profile < 0 else self.agents_routes[profile]
+        if profile < 0:
+            enabled, routes = self.detectors, self.routes
+        else:
+            enabled, routes = self.agents[profile][1], self.agents_routes[profile]
         detectors = [cls(s, trace, self.tools) for cls, s in enabled]
         return TraceFindings(detectors, {kind: [detectors[i] for i in indices] for kind, indices in routes},
                              profile, settled)
