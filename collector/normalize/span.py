@@ -50,6 +50,20 @@ def _int(value: Any) -> int:
 _CACHE_SIZE: Final = 10_000  # span-derived values: caches are bounded
 
 
+_STRINGS: Final[dict[str, str]] = {}  # span names, services, agents, providers, tools, error types
+
+
+def _canonical(text: str) -> str:
+    """`text` interned, through a dict read in compiled code (sys.intern is a call through Python's calling
+    convention, five a span)."""
+    known = _STRINGS.get(text)
+    if known is None:
+        if len(_STRINGS) >= _CACHE_SIZE:
+            _STRINGS.clear()
+        known = _STRINGS[text] = _intern(text)
+    return known
+
+
 _MODEL_IDS: Final[dict[str, str]] = {}  # a dict read in C, where lru_cache is a call and a list to keep in order
 
 
@@ -116,7 +130,7 @@ def _failure(step: Step, attrs: dict[str, Any], status_error: bool, error_type: 
             return
         error_type = OTHER_ERROR
     step.error = failed
-    step.error_type = _intern(error_type)
+    step.error_type = _canonical(error_type)
     step.limit = limit_hit(step.error_type)
     message = attrs.get(EXCEPTION_MESSAGE)
     if type(message) is not str or not message:
@@ -134,19 +148,19 @@ def normalize_span(span: SpanRecord) -> Step:
         read(attrs, name, draft)
     values = draft.values
     kind = values[field.KIND] or OTHER
-    step = Step(trace_id, span_id, parent_span_id, kind, _intern(name), start_ns, end_ns, _intern(service))
+    step = Step(trace_id, span_id, parent_span_id, kind, _canonical(name), start_ns, end_ns, _canonical(service))
     if draft.empty:
         if status_code == STATUS_ERROR or EXCEPTION_TYPE in attrs:
             _failure(step, attrs, status_code == STATUS_ERROR, None)
         return step
     if (agent := values[field.AGENT_NAME]) is not None:
-        step.agent = _intern(agent)
+        step.agent = _canonical(agent)
     if (model := values[field.MODEL]) is not None:
         step.model = _model_id(model)
     if (provider := values[field.PROVIDER]) is not None:
-        step.provider = _intern(provider)
+        step.provider = _canonical(provider)
     if (tool := values[field.TOOL_NAME]) is not None:
-        step.tool = _intern(tool)
+        step.tool = _canonical(tool)
     step.tool_call_id = values[field.TOOL_CALL_ID]
     step.conversation_id = values[field.CONVERSATION_ID]
     if (args := values[field.ARGS]) is not None:
