@@ -94,6 +94,11 @@ def _reduced_raw(raw: str) -> tuple[str | int, str | None]:
     return _reduced(canonical_json(raw))
 
 
+@functools.lru_cache(maxsize=10_000)  # short canonical texts (at most RAW_LIMIT): repeated steps repeat them
+def _short_fingerprint(text: str) -> int:
+    return fingerprint(text)
+
+
 def _size(value: Any) -> int:
     return len(value) if isinstance(value, str) else RAW_LIMIT + 1 if isinstance(value, dict | list) else 0
 
@@ -132,7 +137,7 @@ class Content:
         if type(key) is int:
             return key
         if self._fingerprint is None:
-            self._fingerprint = fingerprint(key)  # type: ignore[arg-type]
+            self._fingerprint = _short_fingerprint(key)  # type: ignore[arg-type]
         return self._fingerprint
 
     @property
