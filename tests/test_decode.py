@@ -28,6 +28,7 @@ import math
 import os
 import random
 import struct
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,6 +50,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from mastwatch.collector import normalize as normalize_pkg
 from mastwatch.collector.content import PREVIEW_CHARS, Content
 from mastwatch.collector.normalize import normalize_span
+from mastwatch.collector.normalize.genai import TOOL_ARGUMENTS
 from mastwatch.collector.receiver import decode as decode_mod
 from mastwatch.collector.receiver.decode import UNREAD_KEYS, UNREAD_PREFIXES, SpanRecord, decode, decode_python
 from tests.otlp_corpus import corpus
@@ -259,6 +261,25 @@ def test_service_name_values(value: AnyValue | None) -> None:
 def test_all_values_in_one_span() -> None:
     kvs = [kv(f"k{i}", v) for i, v in enumerate(VALUES)]
     assert_same(request(attr_span(*kvs), attr_span(*reversed(kvs))), expect_error=False)
+
+
+def test_keys_and_names_are_shared_interned_strings() -> None:
+    """Short ASCII keys and span names come out as one interned str per text (the very object the compiled
+    conventions compare keys with); colliding, long and non-ASCII texts decode to the same values as without
+    sharing."""
+    one = AnyValue(int_value=1)
+    texts = [f"gen_ai.k{i}" for i in range(5000)]  # more than the table's slots: collisions take slots over
+    texts += ["x" * 64, "y" * 65, "ключ", TOOL_ARGUMENTS[0]]
+    data = request(*(span_bytes(ld(9, kv(t, one)), name=t) for t in texts))
+    assert_same(data, expect_error=False)
+    first, again = decode(data).spans, decode(data).spans
+    for a, b, text in zip(first, again, texts, strict=True):
+        (key,) = a.attributes
+        assert key == a.name == text
+        if len(text.encode()) <= 64 and text.isascii():
+            assert sys.intern(key) is key and sys.intern(a.name) is a.name
+            assert next(iter(b.attributes)) is key and b.name is a.name
+    assert next(iter(first[-1].attributes)) is TOOL_ARGUMENTS[0] is first[-1].name is again[-1].name
 
 
 def test_raw_varint_values() -> None:

@@ -686,6 +686,39 @@ hex_str(cptr s, Py_ssize_t n)
     return r;
 }
 
+/* Attribute keys and span names repeat from span to span: each distinct one is made into a str once, interned
+ * (so it is the very object compiled code compares it with), and shared from a small direct-mapped table
+ * keyed by a hash of its bytes; a colliding one takes the slot over. Only short ASCII text is kept (a slot's
+ * length in characters is its length in bytes). The GIL guards the table, as it does every object made here. */
+#define SHARED_SLOTS 2048 /* a power of two */
+#define SHARED_MAX_BYTES 64
+static PyObject *shared_str[SHARED_SLOTS];
+
+static PyObject *
+shared_text(cptr p, Py_ssize_t n)
+{
+    if (n > SHARED_MAX_BYTES || n == 0) {
+        return PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+    }
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h = (h ^ p[i]) * 16777619u;
+    }
+    PyObject **slot = &shared_str[h & (SHARED_SLOTS - 1)];
+    PyObject *s = *slot;
+    if (s != NULL && PyUnicode_GET_LENGTH(s) == n && memcmp(PyUnicode_1BYTE_DATA(s), p, (size_t)n) == 0) {
+        Py_INCREF(s);
+        return s;
+    }
+    s = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+    if (s != NULL && PyUnicode_IS_ASCII(s)) {
+        PyUnicode_InternInPlace(&s);
+        Py_INCREF(s);
+        Py_XSETREF(*slot, s);
+    }
+    return s;
+}
+
 typedef struct {
     cptr key;          /* last key occurrence */
     Py_ssize_t keylen;
@@ -734,7 +767,7 @@ parse_kv(Dec *d, KV *kv, cptr p, cptr end, int may_leave_out)
                 Py_CLEAR(kv->keyobj);
             }
             else {
-                PyObject *k = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+                PyObject *k = shared_text(p, n);
                 if (!k) {
                     utf8_error();
                     goto error;
@@ -1295,7 +1328,7 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
             if (!(p = rd_len(p, end, &n))) {
                 goto error;
             }
-            PyObject *s = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+            PyObject *s = shared_text(p, n);
             if (!s) {
                 utf8_error();
                 goto error;
