@@ -263,22 +263,23 @@ def test_all_values_in_one_span() -> None:
     assert_same(request(attr_span(*kvs), attr_span(*reversed(kvs))), expect_error=False)
 
 
-def test_keys_and_names_are_shared_interned_strings() -> None:
-    """Short ASCII keys and span names come out as one interned str per text (the very object the compiled
-    conventions compare keys with); colliding, long and non-ASCII texts decode to the same values as without
-    sharing."""
-    one = AnyValue(int_value=1)
+def test_short_texts_are_shared_interned_strings() -> None:
+    """Short ASCII keys, string values and span names come out as one interned str per text (the very object the
+    compiled conventions compare keys with); colliding, long and non-ASCII texts decode to the same values as
+    without sharing."""
     texts = [f"gen_ai.k{i}" for i in range(5000)]  # more than the table's slots: collisions take slots over
     texts += ["x" * 64, "y" * 65, "ключ", TOOL_ARGUMENTS[0]]
-    data = request(*(span_bytes(ld(9, kv(t, one)), name=t) for t in texts))
+    data = request(*(span_bytes(ld(9, kv(t, AnyValue(string_value=t))), name=t) for t in texts))
     assert_same(data, expect_error=False)
     first, again = decode(data).spans, decode(data).spans
     for a, b, text in zip(first, again, texts, strict=True):
-        (key,) = a.attributes
-        assert key == a.name == text
+        ((key, value),) = a.attributes.items()
+        assert key == value == a.name == text
         if len(text.encode()) <= 64 and text.isascii():
-            assert sys.intern(key) is key and sys.intern(a.name) is a.name
+            assert sys.intern(key) is key is value is a.name
             assert next(iter(b.attributes)) is key and b.name is a.name
+        else:
+            assert key is not value
     assert next(iter(first[-1].attributes)) is TOOL_ARGUMENTS[0] is first[-1].name is again[-1].name
 
 

@@ -686,7 +686,8 @@ hex_str(cptr s, Py_ssize_t n)
     return r;
 }
 
-/* Attribute keys and span names repeat from span to span: each distinct one is made into a str once, interned
+/* Attribute keys, short string values (operation, model, provider, agent and tool names) and span names repeat
+ * from span to span: each distinct one is made into a str once, interned
  * (so it is the very object compiled code compares it with), and shared from a small direct-mapped table
  * keyed by a hash of its bytes; a colliding one takes the slot over. Only short ASCII text is kept (a slot's
  * length in characters is its length in bytes). The GIL guards the table, as it does every object made here. */
@@ -875,7 +876,7 @@ feed_any(Dec *d, AnyState *av, cptr p, cptr end)
             if (!p) {
                 return -1;
             }
-            o = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+            o = shared_text(p, n);
             if (!o) {
                 utf8_error();
                 return -1;
