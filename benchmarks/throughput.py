@@ -12,7 +12,8 @@ Prints spans/s (by wall clock, and per CPU second of the server process: the ste
 machine) end to end (decoded, normalised, assembled, classified, priced, counted in Prometheus and
 written to the chDB store), the same without the store, spans/s of the decode-only receiver (the same
 gRPC receiver and decoder, dropping what it decodes), the share of the server's CPU time spent
-collecting garbage (timed with gc.callbacks), and the ratios. The modes take turns for `--rounds`
+collecting garbage (timed with gc.callbacks), the server's CPU per span by thread (from /proc: the processor,
+the store's writer, the gRPC workers, chDB's threads), and the ratios. The modes take turns for `--rounds`
 rounds, each in a fresh server process; the ratios are of each mode's best round (a shared machine only ever
 slows a run down). BENCH_WORKERS sets the gRPC server threads of both receivers (default 4).
 """
@@ -20,6 +21,8 @@ slows a run down). BENCH_WORKERS sets the gRPC server threads of both receivers 
 from __future__ import annotations
 
 import argparse
+import collections
+import ctypes
 import gc
 import multiprocessing as mp
 import os
@@ -75,15 +78,44 @@ class _DecodeOnly:
         return True
 
 
+def _name_threads() -> None:
+    """Give each Python thread its name at the OS level too (15 characters), so /proc tells them apart."""
+    libc = ctypes.CDLL(None)
+    bootstrap = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+
+    def named(self: threading.Thread) -> None:
+        libc.prctl(15, self.name[:15].encode(), 0, 0, 0)  # PR_SET_NAME
+        bootstrap(self)
+
+    threading.Thread._bootstrap_inner = named  # type: ignore[attr-defined]
+
+
+def _thread_cpu() -> collections.Counter[str]:
+    """CPU seconds of this process's threads by name (a trailing number dropped: the gRPC workers are one)."""
+    cpu: collections.Counter[str] = collections.Counter()
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip().rstrip("0123456789").rstrip("_")
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        cpu[name] += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return cpu
+
+
 def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, client_cpu: int | None,
-        concurrency: int) -> tuple[float, float, float]:
+        concurrency: int) -> tuple[float, float, float, dict[str, float]]:
     """(spans per wall second, spans per CPU second of the server process, share of its CPU time spent
-    collecting garbage)."""
+    collecting garbage, CPU µs per span of its threads by name)."""
     from mastwatch.collector.receiver import GrpcConfig
     from mastwatch.collector.receiver.grpc_server import GrpcReceiver
     from mastwatch.config import load
     from mastwatch.service import GC_THRESHOLDS, Service
 
+    _name_threads()
     if server_cpu is not None:
         os.sched_setaffinity(0, {server_cpu})
     store = tempfile.mkdtemp(prefix="mastwatch-bench-")
@@ -126,15 +158,18 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
     client.start()
     ready.wait()
     gc.callbacks.append(timed)
-    started, cpu_started = time.perf_counter(), time.process_time()
+    started, cpu_started, threads = time.perf_counter(), time.process_time(), _thread_cpu()
     while not done():
         time.sleep(0.01)
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    by_thread = _thread_cpu()
+    by_thread.subtract(threads)
     gc.callbacks.remove(timed)
     client.join()
     stop()
     shutil.rmtree(store, ignore_errors=True)
-    return total / elapsed, total / cpu, collecting[0] / cpu
+    return (total / elapsed, total / cpu, collecting[0] / cpu,
+            {name: seconds / total * 1e6 for name, seconds in by_thread.most_common() if seconds > 0})
 
 
 def _serve(out, *args) -> None:
@@ -164,13 +199,15 @@ def main() -> None:
             server = ctx.Process(target=_serve, args=(out, mode, bodies, total, server_cpu, client_cpu,
                                                       args.concurrency))
             server.start()
-            wall, cpu, gc_share = out.get()
+            wall, cpu, gc_share, by_thread = out.get()
             server.join()
             if cpu > results[mode][1]:
                 collecting[mode] = gc_share
             results[mode] = (max(results[mode][0], wall), max(results[mode][1], cpu))
             print(f"round {round_} {mode:>12}: {wall:>10,.0f} spans/s   {cpu:>10,.0f} spans per server CPU second"
                   f"   {gc_share:.1%} of it collecting garbage")
+            print(" " * 22 + "CPU µs per span by thread: " + ", ".join(
+                f"{name} {us:.2f}" for name, us in by_thread.items() if us >= 0.05))
     print(f"best of {args.rounds} rounds:")
     for mode in modes:
         wall, cpu = results[mode]
