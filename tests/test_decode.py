@@ -263,10 +263,11 @@ def test_all_values_in_one_span() -> None:
     assert_same(request(attr_span(*kvs), attr_span(*reversed(kvs))), expect_error=False)
 
 
-def test_short_texts_are_shared_interned_strings() -> None:
-    """Short ASCII keys, string values and span names come out as one interned str per text (the very object the
-    compiled conventions compare keys with); colliding, long and non-ASCII texts decode to the same values as
-    without sharing."""
+def test_short_texts_are_shared() -> None:
+    """Short ASCII keys, string values and span names come out as one str per text, the same from request to
+    request; keys are interned (the very objects the compiled conventions compare keys with), values and names
+    not (ids would pile up where interned strings are immortal). Colliding, long and non-ASCII texts decode to the
+    same values as without sharing."""
     texts = [f"gen_ai.k{i}" for i in range(5000)]  # more than the table's slots: collisions take slots over
     texts += ["x" * 64, "y" * 65, "ключ", TOOL_ARGUMENTS[0]]
     data = request(*(span_bytes(ld(9, kv(t, AnyValue(string_value=t))), name=t) for t in texts))
@@ -274,13 +275,18 @@ def test_short_texts_are_shared_interned_strings() -> None:
     first, again = decode(data).spans, decode(data).spans
     for a, b, text in zip(first, again, texts, strict=True):
         ((key, value),) = a.attributes.items()
+        ((key_again, value_again),) = b.attributes.items()
         assert key == value == a.name == text
         if len(text.encode()) <= 64 and text.isascii():
-            assert sys.intern(key) is key is value is a.name
-            assert next(iter(b.attributes)) is key and b.name is a.name
+            assert sys.intern(key) is key is key_again
+            assert value is a.name and value_again is b.name  # values and names share one table
+            assert sys.intern(text) is not value
         else:
-            assert key is not value
-    assert next(iter(first[-1].attributes)) is TOOL_ARGUMENTS[0] is first[-1].name is again[-1].name
+            assert value is not a.name
+    assert next(iter(first[-1].attributes)) is TOOL_ARGUMENTS[0]
+    few = request(attr_span(kv("gen_ai.request.model", AnyValue(string_value="gpt-4.1-mini"))))
+    assert decode(few).spans[0].attributes["gen_ai.request.model"] is decode(few).spans[0].attributes[
+        "gen_ai.request.model"]
 
 
 def test_raw_varint_values() -> None:

@@ -16,7 +16,6 @@ Only fingerprints and short previews of message content, tool arguments and resu
 from __future__ import annotations
 
 import functools
-import sys
 from typing import TYPE_CHECKING, Any, Final
 
 from ..content import PREVIEW_CHARS, Content, fingerprint, preview
@@ -31,7 +30,6 @@ if TYPE_CHECKING:
     from ..receiver.decode import SpanRecord
 
 CONVENTIONS: Final = (genai, openinference, openllmetry, vercel, langfuse)
-_intern: Final = sys.intern
 STATUS_ERROR: Final = 2  # opentelemetry.proto.trace.v1.Status.STATUS_CODE_ERROR
 OTHER_ERROR: Final = "_OTHER"  # the conventions' error type when none is known
 
@@ -50,17 +48,18 @@ def _int(value: Any) -> int:
 _CACHE_SIZE: Final = 10_000  # span-derived values: caches are bounded
 
 
-_STRINGS: Final[dict[str, str]] = {}  # span names, services, agents, providers, tools, error types
+_STRINGS: Final[dict[str, str]] = {}  # span names, services, agents, providers, tools, models, error types
 
 
 def _canonical(text: str) -> str:
-    """`text` interned, through a dict read in compiled code (sys.intern is a call through Python's calling
-    convention, five a span)."""
+    """One object for equal texts, so buffered steps share them and compare them by identity first: a bounded dict
+    read in compiled code. (Not sys.intern: a call through Python's calling convention, and interned strings are
+    immortal in early Python 3.12 releases, where a stream of distinct span names would pile up.)"""
     known = _STRINGS.get(text)
     if known is None:
         if len(_STRINGS) >= _CACHE_SIZE:
             _STRINGS.clear()
-        known = _STRINGS[text] = _intern(text)
+        known = _STRINGS[text] = text
     return known
 
 
@@ -68,28 +67,28 @@ _MODEL_IDS: Final[dict[str, str]] = {}  # a dict read in C, where lru_cache is a
 
 
 def _model_id(model: str) -> str:
-    """The model id, interned. A Vertex AI resource name (projects/.../publishers/google/models/gemini-2.5-flash)
+    """The model id, canonical. A Vertex AI resource name (projects/.../publishers/google/models/gemini-2.5-flash)
     or a Gemini API name (models/gemini-2.5-flash) becomes the model id it names."""
     known = _MODEL_IDS.get(model)
     if known is None:
         if len(_MODEL_IDS) >= _CACHE_SIZE:
             _MODEL_IDS.clear()
         name = model.rpartition("/")[2] or model if model.startswith("models/") or "/models/" in model else model
-        known = _MODEL_IDS[model] = _intern(str(name))
+        known = _MODEL_IDS[model] = _canonical(str(name))
     return known
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
-def _interned(key: tuple) -> tuple[str, ...]:
-    return tuple(_intern(str(f)) for f in key)
+def _shared_reasons(key: tuple) -> tuple[str, ...]:
+    return tuple(_canonical(str(f)) for f in key)
 
 
 def _finish_reasons(finish: Any) -> tuple[str, ...]:
     key = tuple(finish) if isinstance(finish, list) else (finish,)
     try:
-        return _interned(key)
+        return _shared_reasons(key)
     except TypeError:  # unhashable values (a malformed attribute): not cached
-        return tuple(_intern(str(f)) for f in key)
+        return tuple(_canonical(str(f)) for f in key)
 
 
 # The conventions that read a span are those with a marker among its attribute keys: each marker names its

@@ -686,17 +686,19 @@ hex_str(cptr s, Py_ssize_t n)
     return r;
 }
 
-/* Attribute keys, short string values (operation, model, provider, agent and tool names) and span names repeat
- * from span to span: each distinct one is made into a str once, interned
- * (so it is the very object compiled code compares it with), and shared from a small direct-mapped table
- * keyed by a hash of its bytes; a colliding one takes the slot over. Only short ASCII text is kept (a slot's
- * length in characters is its length in bytes). The GIL guards the table, as it does every object made here. */
+/* Attribute keys, span names and short string values (operation, model, provider, agent and tool names) repeat
+ * from span to span: each distinct one is made into a str once and shared after, from a small direct-mapped
+ * table keyed by a hash of its bytes (a colliding one takes the slot over). Keys are interned, so they are the
+ * very objects compiled code compares them with; names and values are not (an id interned would stay for good
+ * where interning immortalises, as in early Python 3.12 releases). Only short ASCII text is kept (a slot's length
+ * in characters is its length in bytes). The GIL guards the tables, as it does every object made here. */
 #define SHARED_SLOTS 2048 /* a power of two */
 #define SHARED_MAX_BYTES 64
-static PyObject *shared_str[SHARED_SLOTS];
+static PyObject *shared_keys[SHARED_SLOTS];
+static PyObject *shared_texts[SHARED_SLOTS];
 
 static PyObject *
-shared_text(cptr p, Py_ssize_t n)
+shared_text(PyObject **table, int intern, cptr p, Py_ssize_t n)
 {
     if (n > SHARED_MAX_BYTES || n == 0) {
         return PyUnicode_DecodeUTF8((const char *)p, n, NULL);
@@ -705,7 +707,7 @@ shared_text(cptr p, Py_ssize_t n)
     for (Py_ssize_t i = 0; i < n; i++) {
         h = (h ^ p[i]) * 16777619u;
     }
-    PyObject **slot = &shared_str[h & (SHARED_SLOTS - 1)];
+    PyObject **slot = &table[h & (SHARED_SLOTS - 1)];
     PyObject *s = *slot;
     if (s != NULL && PyUnicode_GET_LENGTH(s) == n && memcmp(PyUnicode_1BYTE_DATA(s), p, (size_t)n) == 0) {
         Py_INCREF(s);
@@ -713,7 +715,9 @@ shared_text(cptr p, Py_ssize_t n)
     }
     s = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
     if (s != NULL && PyUnicode_IS_ASCII(s)) {
-        PyUnicode_InternInPlace(&s);
+        if (intern) {
+            PyUnicode_InternInPlace(&s);
+        }
         Py_INCREF(s);
         Py_XSETREF(*slot, s);
     }
@@ -768,7 +772,7 @@ parse_kv(Dec *d, KV *kv, cptr p, cptr end, int may_leave_out)
                 Py_CLEAR(kv->keyobj);
             }
             else {
-                PyObject *k = shared_text(p, n);
+                PyObject *k = shared_text(shared_keys, 1, p, n);
                 if (!k) {
                     utf8_error();
                     goto error;
@@ -876,7 +880,7 @@ feed_any(Dec *d, AnyState *av, cptr p, cptr end)
             if (!p) {
                 return -1;
             }
-            o = shared_text(p, n);
+            o = shared_text(shared_texts, 0, p, n);
             if (!o) {
                 utf8_error();
                 return -1;
@@ -1329,7 +1333,7 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
             if (!(p = rd_len(p, end, &n))) {
                 goto error;
             }
-            PyObject *s = shared_text(p, n);
+            PyObject *s = shared_text(shared_texts, 0, p, n);
             if (!s) {
                 utf8_error();
                 goto error;
