@@ -63,19 +63,12 @@ def _canonical(text: str) -> str:
     return known
 
 
-_MODEL_IDS: Final[dict[str, str]] = {}  # a dict read in C, where lru_cache is a call and a list to keep in order
-
-
 def _model_id(model: str) -> str:
     """The model id, canonical. A Vertex AI resource name (projects/.../publishers/google/models/gemini-2.5-flash)
     or a Gemini API name (models/gemini-2.5-flash) becomes the model id it names."""
-    known = _MODEL_IDS.get(model)
-    if known is None:
-        if len(_MODEL_IDS) >= _CACHE_SIZE:
-            _MODEL_IDS.clear()
-        name = model.rpartition("/")[2] or model if model.startswith("models/") or "/models/" in model else model
-        known = _MODEL_IDS[model] = _canonical(str(name))
-    return known
+    if model.startswith("models/") or "/models/" in model:
+        model = model.rpartition("/")[2] or model
+    return _canonical(str(model))
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
