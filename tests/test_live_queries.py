@@ -113,6 +113,8 @@ def live(tmp_path_factory) -> Iterator[Live]:
         deadline = time.monotonic() + 30
         while True:  # ready, scraping, and the demo's loops counted
             try:
+                # 503 while its storage starts (an HTTPError, an OSError), when the query API answers no JSON
+                urllib.request.urlopen(f"{live.prometheus}/-/ready", timeout=5).close()
                 answer = live.api("/api/v1/query", query="sum(rate(mast_wasted_cost_usd_total[10s])) > 0")
                 if answer["data"]["result"]:
                     break
