@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import ctypes
 import gc
 import multiprocessing as mp
 import os
@@ -78,18 +77,6 @@ class _DecodeOnly:
         return True
 
 
-def _name_threads() -> None:
-    """Give each Python thread its name at the OS level too (15 characters), so /proc tells them apart."""
-    libc = ctypes.CDLL(None)
-    bootstrap = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
-
-    def named(self: threading.Thread) -> None:
-        libc.prctl(15, self.name[:15].encode(), 0, 0, 0)  # PR_SET_NAME
-        bootstrap(self)
-
-    threading.Thread._bootstrap_inner = named  # type: ignore[attr-defined]
-
-
 def _thread_cpu() -> collections.Counter[str]:
     """CPU seconds of this process's threads by name (a trailing number dropped: the gRPC workers are one)."""
     cpu: collections.Counter[str] = collections.Counter()
@@ -115,7 +102,6 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
     from mastwatch.config import load
     from mastwatch.service import GC_THRESHOLDS, Service
 
-    _name_threads()
     if server_cpu is not None:
         os.sched_setaffinity(0, {server_cpu})
     store = tempfile.mkdtemp(prefix="mastwatch-bench-")

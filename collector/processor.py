@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from mastwatch.threads import name_os_thread
+
 from .assemble import SHUTDOWN, Trace, TraceAssembler
 from .classify.engine import ClassifierEngine
 from .classify.modes import MODES, FailureMode
@@ -143,6 +145,7 @@ class Processor:
             exporter.shutdown()
 
     def _run(self) -> None:
+        name_os_thread()
         tick = self.config.tick
         next_tick = time.monotonic() + tick
         while True:

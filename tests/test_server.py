@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+
 import pytest
 from opentelemetry.trace import Status, StatusCode
 
@@ -143,3 +147,17 @@ def test_failures_recorded_as_exceptions_reach_the_verdict(server, protocol: str
     assert "(langgraph.errors.GraphRecursionError)" in limit["reason"] and limit["basis"] == "structure"
     assert server.sample("mast_failure_mode_traces_total", failure_mode="FM-1.5", agent="graph-agent") == 1
     tp.shutdown()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread names are set through Linux's prctl")
+def test_threads_carry_their_names_at_the_os_level(server) -> None:
+    """`top -H` and /proc tell the processor, the store's writer and the receivers' threads apart."""
+    for protocol, endpoint in (("grpc", server.grpc_endpoint), ("http", server.http_url)):
+        tp = provider(protocol, endpoint, service=f"threads-{protocol}")
+        with agent_run(tp.get_tracer("test"), "named"):
+            step(tp.get_tracer("test"), "get_pods", {"ns": "prod"}, agent="named")
+        tp.shutdown()
+    server.wait_for(lambda: server.sample("mast_traces_total", service="threads-http") == 1)
+    names = {Path(f"/proc/self/task/{tid}/comm").read_text().strip() for tid in os.listdir("/proc/self/task")}
+    assert {"mw-processor", "mw-store", "otlp-http"} <= names
+    assert any(name.startswith("otlp-grpc_") for name in names)

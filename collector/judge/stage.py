@@ -24,6 +24,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mastwatch.durations import Duration
+from mastwatch.threads import name_os_thread
 
 from ..assemble import Trace
 from ..classify.modes import MODES
@@ -230,6 +231,7 @@ class Judge:
 
     # --- worker thread ---
     def _run(self) -> None:
+        name_os_thread()
         while True:
             item = self._queue.get()
             if item is None:

@@ -9,6 +9,8 @@ import grpc
 from google.protobuf.duration_pb2 import Duration
 from google.rpc.error_details_pb2 import RetryInfo
 
+from mastwatch.threads import name_os_thread
+
 from . import Counters, GrpcConfig, Sink, accept
 from .decode import decode
 
@@ -24,7 +26,8 @@ class GrpcReceiver:
         self._retry_info = RetryInfo(retry_delay=Duration(seconds=int(retry_after),
                                                           nanos=int(retry_after % 1 * 1e9))).SerializeToString()
         limit = config.max_recv_msg_size_mib * 1024 * 1024
-        pool = futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="otlp-grpc")
+        pool = futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="otlp-grpc",
+                                          initializer=name_os_thread)
         self.server = grpc.server(pool, options=[("grpc.max_receive_message_length", limit),
                                                  ("grpc.so_reuseport", 0)])  # a second server must fail, not share
         handler = grpc.unary_unary_rpc_method_handler(self._export, request_deserializer=None,

@@ -11,6 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from google.rpc.status_pb2 import Status
 
+from mastwatch.threads import name_os_thread
+
 from . import Counters, HttpConfig, Sink, accept
 from .decode import decode, records
 from .otlp_json import parse_request, to_json
@@ -160,8 +162,17 @@ class OtlpHttpServer(ThreadingHTTPServer):
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.serve_forever, name="otlp-http", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name="otlp-http", daemon=True)
         self._thread.start()
+
+    def _serve(self) -> None:
+        name_os_thread()
+        self.serve_forever()
+
+    def process_request_thread(self, request, client_address) -> None:  # a thread per connection
+        threading.current_thread().name = "otlp-http-conn"
+        name_os_thread()
+        super().process_request_thread(request, client_address)
 
     def stop(self) -> None:
         self.shutdown()

@@ -22,6 +22,7 @@ from mastwatch.collector.processor import Increment
 from mastwatch.collector.telemetry import NullTelemetry
 from mastwatch.collector.verdict import Verdict
 from mastwatch.durations import Duration
+from mastwatch.threads import name_os_thread
 
 from .queue import Batch, DurableQueue
 from .records import decode, encode, encode_judgement
@@ -170,6 +171,7 @@ class StoreExporter:
         return written
 
     def _run(self) -> None:
+        name_os_thread()
         backoff = 0.0
         while True:
             with self._cond:
