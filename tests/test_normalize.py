@@ -88,6 +88,41 @@ def test_genai_deprecated_names() -> None:
     assert (s.kind, s.provider, s.input_tokens, s.output_tokens) == (StepKind.LLM, "anthropic", 33, 7)
 
 
+# Each of genai's optional keys, alone beside the operation: read only when the pass over the span's keys saw it.
+_CHAT_OUTPUT = '[{"role": "assistant", "parts": [{"type": "text", "content": "done"}]}]'
+OPTIONAL_KEYS = {
+    "gen_ai.response.model": ("chat", "gpt-x", lambda s: s.model == "gpt-x"),
+    "gen_ai.tool.call.result": ("execute_tool", "ok", lambda s: s.result is not None),
+    "tool_response": ("execute_tool", "ok", lambda s: s.result is not None),
+    "gcp.vertex.agent.tool_response": ("execute_tool", "ok", lambda s: s.result is not None),
+    "input.value": ("execute_tool", '{"q": 1}', lambda s: s.args is not None),
+    "output.value": ("execute_tool", "ok", lambda s: s.result is not None),
+    "gen_ai.output": ("chat", "done", lambda s: s.output_fingerprint is not None),
+    "gen_ai.output.messages": ("chat", _CHAT_OUTPUT, lambda s: s.output_preview == "done"),
+    "gen_ai.completion.0.content": ("chat", "done", lambda s: s.output_preview == "done"),
+    "gen_ai.completion.0.tool_calls.0.name": ("chat", "search", lambda s: s.output_preview == "search"),
+    "gen_ai.usage.cache_read.input_tokens": ("chat", 7, lambda s: s.cache_read_tokens == 7),
+    "gen_ai.usage.cache_read_input_tokens": ("chat", 7, lambda s: s.cache_read_tokens == 7),
+    "gen_ai.usage.cache_write.input_tokens": ("chat", 7, lambda s: s.cache_write_tokens == 7),
+    "gen_ai.usage.cache_creation.input_tokens": ("chat", 7, lambda s: s.cache_write_tokens == 7),
+    "gen_ai.usage.cache_write_input_tokens": ("chat", 7, lambda s: s.cache_write_tokens == 7),
+    "gen_ai.response.finish_reasons": ("chat", ["length"], lambda s: s.finish_reasons == ("length",)),
+    "gen_ai.completion.0.finish_reason": ("chat", "length", lambda s: s.finish_reasons == ("length",)),
+    "error.type": ("chat", "Timeout", lambda s: s.error_type == "Timeout"),
+    "gen_ai.conversation.id": ("chat", "c-1", lambda s: s.conversation_id == "c-1"),
+}
+
+
+def test_every_optional_genai_key_is_read() -> None:
+    from mastwatch.collector.normalize import genai
+
+    assert set(OPTIONAL_KEYS) == set(genai.OPTIONAL)  # a new optional key needs a case here
+    for key, (op, v, holds) in OPTIONAL_KEYS.items():
+        s = step(f"{op} x", {"gen_ai.operation.name": op, key: v})
+        assert holds(s), key
+        assert not holds(step(f"{op} x", {"gen_ai.operation.name": op, key + ".other": v})), key
+
+
 def test_finish_reasons_given_as_json_string() -> None:
     s = step("chat", {"gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": '["tool_calls"]'})
     assert s.finish_reasons == ("tool_calls",)

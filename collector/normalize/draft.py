@@ -26,7 +26,8 @@ _FIELDS: Final = 16
 
 
 class Draft:
-    def __init__(self) -> None:
+    def __init__(self, present: int = 0) -> None:
+        self.present = present  # the bits of genai.OPTIONAL whose keys the span has
         self.values: list[Any] = [None, None, None, None, None, None, None, None, None, None, None, None, None, None,
                                    None, None]  # _FIELDS (a literal builds quicker than a repeat)
         self.empty = True  # nothing offered yet

@@ -24,10 +24,33 @@ TOOL_RESULTS: Final[tuple[str, ...]] = ("gen_ai.tool.call.result", "tool_respons
 # Token counts: the v1.41 name first, then the development and deprecated names.
 _TOKENS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
     (field.INPUT_TOKENS, ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")),
-    (field.OUTPUT_TOKENS, ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")),
+    (field.OUTPUT_TOKENS, ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")))
+_CACHE_TOKENS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
     (field.CACHE_READ_TOKENS, ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens")),
     (field.CACHE_WRITE_TOKENS, ("gen_ai.usage.cache_write.input_tokens", "gen_ai.usage.cache_creation.input_tokens",
-                          "gen_ai.usage.cache_write_input_tokens")))
+                                "gen_ai.usage.cache_write_input_tokens")))
+_OUTPUT: Final = "gen_ai.output"  # any-agent: a tool's result, or a model's output text
+_LEGACY_COMPLETION: Final = ("gen_ai.completion.0.content", "gen_ai.completion.0.tool_calls.0.name")
+_LEGACY_FINISH: Final = "gen_ai.completion.0.finish_reason"
+
+# Keys most spans lack, in groups, each group a bit: `read` looks them up only when normalize.span's pass over the
+# span's keys found one of its group (`Draft.present`). A lookup that misses costs as much as one that finds.
+RESPONSE_MODEL: Final = 1
+RESULT: Final = 2
+IO: Final = 4  # OpenInference's input/output names and any-agent's gen_ai.output, next to the GenAI names
+OUTPUT_MESSAGES: Final = 8
+LEGACY_COMPLETION: Final = 16
+CACHE_TOKENS: Final = 32
+FINISH: Final = 64
+ERROR: Final = 128
+CONVERSATION: Final = 256
+OPTIONAL: Final[dict[str, int]] = {
+    "gen_ai.response.model": RESPONSE_MODEL, **dict.fromkeys(TOOL_RESULTS, RESULT),
+    **dict.fromkeys(("input.value", "output.value", _OUTPUT), IO), "gen_ai.output.messages": OUTPUT_MESSAGES,
+    **dict.fromkeys(_LEGACY_COMPLETION, LEGACY_COMPLETION),
+    **dict.fromkeys((k for _, keys in _CACHE_TOKENS for k in keys), CACHE_TOKENS),
+    **dict.fromkeys(("gen_ai.response.finish_reasons", _LEGACY_FINISH), FINISH), "error.type": ERROR,
+    "gen_ai.conversation.id": CONVERSATION}
 
 MARKERS: Final = frozenset({"gen_ai.operation.name", "gen_ai.system", "gen_ai.provider.name", "gen_ai.tool.name",
                             "gen_ai.usage.input_tokens"})  # a span with any of these is read by this module
@@ -68,14 +91,21 @@ def _output_text(messages: Any) -> str | None:
 
 def _legacy_completion(attrs: dict[str, Any]) -> str | None:
     """OpenLLMetry's indexed gen_ai.completion.N.* attributes (removed from the conventions, still emitted)."""
-    if "gen_ai.completion.0.content" not in attrs and "gen_ai.completion.0.tool_calls.0.name" not in attrs:
-        return None
     pieces = [str(attrs[k]) for k in sorted(attrs) if k.startswith("gen_ai.completion.") and
               (k.endswith(".content") or (".tool_calls." in k and (k.endswith(".name") or k.endswith(".arguments"))))]
     return "\n".join(pieces) if pieces else None
 
 
+def _tokens(attrs: dict[str, Any], draft: Draft, counts: tuple[tuple[int, tuple[str, ...]], ...]) -> None:
+    for slot, keys in counts:
+        for key in keys:
+            if (value := attrs.get(key)) is not None:
+                draft.offer(slot, value)
+                break
+
+
 def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
+    present = draft.present
     op = attrs.get("gen_ai.operation.name")
     kind = _kind(op, attrs)
     if kind is not None:
@@ -84,7 +114,8 @@ def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
         draft.offer(field.AGENT_NAME, str(agent))
     elif op in AGENT_OPERATIONS and name.startswith(op + " "):
         draft.offer(field.AGENT_NAME, name[len(op) + 1:])
-    if (model := attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model")) is not None:
+    model = attrs.get("gen_ai.response.model") if present & RESPONSE_MODEL else None
+    if (model := model or attrs.get("gen_ai.request.model")) is not None:
         draft.offer(field.MODEL, str(model))
     if (provider := attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system")) is not None:
         draft.offer(field.PROVIDER, str(provider))
@@ -99,38 +130,39 @@ def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
             if (args := attrs.get(key)) is not None:
                 draft.offer(field.ARGS, args)
                 break
-        for key in TOOL_RESULTS:
-            if (result := attrs.get(key)) is not None:
-                draft.offer(field.RESULT, result)
-                break
-        if kind is TOOL and "openinference.span.kind" not in attrs:  # koog: OpenInference I/O names only
+        if present & RESULT:
+            for key in TOOL_RESULTS:
+                if (result := attrs.get(key)) is not None:
+                    draft.offer(field.RESULT, result)
+                    break
+        # koog: OpenInference I/O names only; gen_ai.output: any-agent
+        if present & IO and kind is TOOL and "openinference.span.kind" not in attrs:
             if (args := attrs.get("input.value")) is not None:
                 draft.offer(field.ARGS, args)
-            # gen_ai.output: any-agent
-            if (result := attrs.get("output.value", attrs.get("gen_ai.output"))) is not None:
+            if (result := attrs.get("output.value", attrs.get(_OUTPUT))) is not None:
                 draft.offer(field.RESULT, result)
     if kind is not TOOL and kind is not AGENT:  # a model call, or not known yet
-        messages = attrs.get("gen_ai.output.messages")
-        output = _output_text(messages) if messages is not None else None
-        if output is None:
+        output = None
+        if present & OUTPUT_MESSAGES and (messages := attrs.get("gen_ai.output.messages")) is not None:
+            output = _output_text(messages)
+        if output is None and present & LEGACY_COMPLETION:
             output = _legacy_completion(attrs)
-        if output is None and kind is LLM and isinstance(attrs.get("gen_ai.output"), str):  # any-agent
-            output = attrs.get("gen_ai.output")
+        if output is None and present & IO and kind is LLM and isinstance(attrs.get(_OUTPUT), str):  # any-agent
+            output = attrs.get(_OUTPUT)
         if output is not None:
             draft.offer(field.OUTPUT, output)
-        for slot, keys in _TOKENS:
-            for key in keys:
-                if (value := attrs.get(key)) is not None:
-                    draft.offer(slot, value)
-                    break
-    finish = attrs.get("gen_ai.response.finish_reasons")
-    if type(finish) is str:  # a JSON string where arrays are flattened
-        finish = as_json(finish)
-    if finish is None and "gen_ai.completion.0.finish_reason" in attrs:  # OpenLLMetry's indexed completions
-        finish = [attrs["gen_ai.completion.0.finish_reason"]]
-    if finish is not None:
-        draft.offer(field.FINISH_REASONS, finish)
-    if (error_type := attrs.get("error.type")) is not None:
+        _tokens(attrs, draft, _TOKENS)
+        if present & CACHE_TOKENS:
+            _tokens(attrs, draft, _CACHE_TOKENS)
+    if present & FINISH:
+        finish = attrs.get("gen_ai.response.finish_reasons")
+        if type(finish) is str:  # a JSON string where arrays are flattened
+            finish = as_json(finish)
+        if finish is None and _LEGACY_FINISH in attrs:  # OpenLLMetry's indexed completions
+            finish = [attrs[_LEGACY_FINISH]]
+        if finish is not None:
+            draft.offer(field.FINISH_REASONS, finish)
+    if present & ERROR and (error_type := attrs.get("error.type")) is not None:
         draft.offer(field.ERROR_TYPE, str(error_type))
-    if (conversation := attrs.get("gen_ai.conversation.id")) is not None:
+    if present & CONVERSATION and (conversation := attrs.get("gen_ai.conversation.id")) is not None:
         draft.offer(field.CONVERSATION_ID, str(conversation))

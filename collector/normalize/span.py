@@ -84,28 +84,35 @@ def _finish_reasons(finish: Any) -> tuple[str, ...]:
         return tuple(_canonical(str(f)) for f in key)
 
 
-# The conventions that read a span are those with a marker among its attribute keys: each marker names its
-# convention's bit, and every combination of bits its readers, in CONVENTIONS order (one pass over the keys).
-def _marker_bits() -> dict[str, int]:
+# One pass over a span's attribute keys tells which conventions read it and which of genai's optional keys it
+# has. The conventions that read a span are those with a marker among its keys: each marker names its
+# convention's bit, and every combination of those bits its readers, in CONVENTIONS order. Above those bits, each
+# optional key sets its bit of `genai.OPTIONAL`, which `genai.read` finds in `Draft.present`.
+_CONVENTION_BITS: Final = (1 << len(CONVENTIONS)) - 1
+
+
+def _key_bits() -> dict[str, int]:
     bits: dict[str, int] = {}
     for i, convention in enumerate(CONVENTIONS):
         for marker in convention.MARKERS:
             bits[marker] = bits.get(marker, 0) | 1 << i
+    for key, bit in genai.OPTIONAL.items():
+        bits[key] = bits.get(key, 0) | bit << len(CONVENTIONS)
     return bits
 
 
-_MARKER_BITS: Final = _marker_bits()
+_KEY_BITS: Final = _key_bits()
 _READERS: Final[list[tuple[Any, ...]]] = [tuple(c.read for i, c in enumerate(CONVENTIONS) if bits & (1 << i))
                                           for bits in range(1 << len(CONVENTIONS))]
 
 
-def _readers(attrs: dict[str, Any]) -> tuple[Any, ...]:
+def _key_scan(attrs: dict[str, Any]) -> int:
     bits = 0
     for key in attrs:
-        bit = _MARKER_BITS.get(key)
+        bit = _KEY_BITS.get(key)
         if bit is not None:
             bits |= bit
-    return _READERS[bits]
+    return bits
 
 
 def _failure(step: Step, attrs: dict[str, Any], status_error: bool, error_type: str | None) -> None:
@@ -135,8 +142,9 @@ def _failure(step: Step, attrs: dict[str, Any], status_error: bool, error_type: 
 
 def normalize_span(span: SpanRecord) -> Step:
     service, trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, attrs = span
-    draft = Draft()
-    for read in _readers(attrs):
+    bits = _key_scan(attrs)
+    draft = Draft(bits >> len(CONVENTIONS))
+    for read in _READERS[bits & _CONVENTION_BITS]:
         read(attrs, name, draft)
     values = draft.values
     kind = values[field.KIND] or OTHER
