@@ -6,7 +6,7 @@ connected (a spawned client process takes a quarter of a second to start: counte
 short run the most and flattered the ratio). Each trace is an agent run without content
 capture: an invoke_agent root, and model calls and tool calls (some looping), 10 spans in all.
 
-  python benchmarks/throughput.py [--spans 200000] [--batch 500] [--rounds 3]
+  python benchmarks/throughput.py [--spans 200000] [--batch 500] [--rounds 3] [--detectors FM-1.3,...]
 
 Prints spans/s (by wall clock, and per CPU second of the server process: the steadier figure on a shared
 machine) end to end (decoded, normalised, assembled, classified, priced, counted in Prometheus and
@@ -15,7 +15,8 @@ gRPC receiver and decoder, dropping what it decodes), the share of the server's 
 collecting garbage (timed with gc.callbacks), the server's CPU per span by thread (from /proc: the processor,
 the store's writer, the gRPC workers, chDB's threads), and the ratios. The modes take turns for `--rounds`
 rounds, each in a fresh server process; the ratios are of each mode's best round (a shared machine only ever
-slows a run down). BENCH_WORKERS sets the gRPC server threads of both receivers (default 4).
+slows a run down). `--detectors` runs those failure modes' detectors only (what the others cost shows against a
+default run). BENCH_WORKERS sets the gRPC server threads of both receivers (default 4).
 """
 
 from __future__ import annotations
@@ -94,9 +95,10 @@ def _thread_cpu() -> collections.Counter[str]:
 
 
 def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, client_cpu: int | None,
-        concurrency: int) -> tuple[float, float, float, dict[str, float]]:
+        concurrency: int, detectors: list[str] | None) -> tuple[float, float, float, dict[str, float]]:
     """(spans per wall second, spans per CPU second of the server process, share of its CPU time spent
     collecting garbage, CPU µs per span of its threads by name)."""
+    from mastwatch.collector.classify.detectors import load_detectors
     from mastwatch.collector.receiver import GrpcConfig
     from mastwatch.collector.receiver.grpc_server import GrpcReceiver
     from mastwatch.config import load
@@ -115,9 +117,12 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
         port, done = receiver.port, lambda: sink.spans >= total
         stop = receiver.stop
     else:
+        processor: dict = {"decision_wait": "200ms", "tick": "50ms"}
+        if detectors is not None:
+            processor["detectors"] = {code: {"enabled": code in detectors} for code in load_detectors()}
         config = load(None, {"receiver": {"grpc": {"endpoint": "127.0.0.1:0", "workers": WORKERS},
                                           "http": {"enabled": False}},
-                             "processor": {"decision_wait": "200ms", "tick": "50ms"},
+                             "processor": processor,
                              "exporters": {"prometheus": {"endpoint": "127.0.0.1:0"},
                                            "store": {"path": store, "enabled": mode == "end-to-end"}}},
                       environ={})
@@ -168,13 +173,16 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=500, help="spans per OTLP request")
     parser.add_argument("--concurrency", type=int, default=4, help="requests in flight")
     parser.add_argument("--rounds", type=int, default=3, help="turns of the three modes; the best of each counts")
+    parser.add_argument("--detectors", help="the failure modes whose detectors run, comma-separated (FM-1.3); "
+                                            "default: those enabled by default")
     args = parser.parse_args()
+    detectors = args.detectors.split(",") if args.detectors else None
     cpus = sorted(os.sched_getaffinity(0))
     server_cpu, client_cpu = (cpus[0], cpus[1]) if len(cpus) > 1 else (None, None)
     bodies = requests(args.spans, args.batch)
     total = sum(1 for _ in range(0, args.spans, 10)) * 10
     print(f"{total} spans in {len(bodies)} requests of ~{args.batch} spans; server on CPU {server_cpu}, "
-          f"client on CPU {client_cpu}")
+          f"client on CPU {client_cpu}; detectors: {args.detectors or 'the defaults'}")
     modes = ("decode-only", "end-to-end", "no-store")
     results = dict.fromkeys(modes, (0.0, 0.0))
     collecting = dict.fromkeys(modes, 0.0)  # of the best round by server CPU
@@ -183,7 +191,7 @@ def main() -> None:
         for mode in modes:
             out = ctx.Queue()  # a fresh server process per mode: nothing warm is shared
             server = ctx.Process(target=_serve, args=(out, mode, bodies, total, server_cpu, client_cpu,
-                                                      args.concurrency))
+                                                      args.concurrency, detectors))
             server.start()
             wall, cpu, gc_share, by_thread = out.get()
             server.join()
