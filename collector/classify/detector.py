@@ -12,7 +12,7 @@ Modes that no enabled detector covers are reported as not assessed (a judge may 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, Final, Protocol, TypeVar
+from typing import Any, ClassVar, Final, TypeVar, cast
 
 from mypy_extensions import mypyc_attr
 
@@ -42,8 +42,13 @@ class Detector:
         return None
 
 
-class SharedState(Protocol):
-    users: set[str]  # the codes of the detectors feeding it
+@mypyc_attr(allow_interpreted_subclasses=True)  # a detector added as a plain module may share state too
+class SharedState:
+    """Base of the state the detectors of one trace share (see `shared`). A class, not a protocol: compiled code
+    reads `users` as a field instead of looking it up by name."""
+
+    def __init__(self) -> None:
+        self.users: set[str] = set()  # the codes of the detectors feeding it
 
 
 S = TypeVar("S", bound=SharedState)
@@ -53,10 +58,14 @@ def shared(detector: Detector, key: str, make: Callable[[], S], fits: Callable[[
     """State the detectors of one trace share under `key` (each feeds it; it counts a step once). It is made anew
     when the engine classifies the trace again (the detector already uses it), and a detector whose settings it
     does not `fit` gets one of its own. The state keeps the codes of its `users`."""
-    state = detector.trace.shared.get(key)
-    if state is None or detector.code in state.users:
+    code = detector.code
+    known: SharedState | None = detector.trace.shared.get(key)  # typed: compiled code reads `users` as a field
+    if known is None or code in known.users:
         state = detector.trace.shared[key] = make()
-    elif fits is not None and not fits(state):
+    elif fits is not None and not fits(cast(S, known)):
         state = make()
-    state.users.add(detector.code)
+    else:
+        state = cast(S, known)
+    chosen: SharedState = state
+    chosen.users.add(code)
     return state

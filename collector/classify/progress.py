@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from ..assemble import Trace
 from ..steps import AGENT, LLM, TOOL, Finding, Step
-from .detector import Detector, shared
+from .detector import Detector, SharedState, shared
 from .signals import (
     CONTENT,
     STRUCTURE,
@@ -23,12 +23,13 @@ from .signals import (
 from .tools import READ_ONLY, STATE_CHANGING, ToolClassifier
 
 
-class Progress:
+class Progress(SharedState):
     __slots__ = ("checks_after_write", "ended", "error", "error_basis", "error_known", "explained", "failed_check",
                  "failed_check_basis", "failures", "last_llm", "last_tool", "limit", "llm_calls", "seen", "tool_calls",
-                 "tools", "unseen_tool", "users", "write")
+                 "tools", "unseen_tool", "write")
 
     def __init__(self, tools: ToolClassifier) -> None:
+        super().__init__()
         self.tools = tools
         self.last_tool: Step | None = None
         self.last_llm: Step | None = None
@@ -47,7 +48,6 @@ class Progress:
         self.unseen_tool = False  # a tool result arrived after the last model call, which asked for it
         self.limit: Step | None = None  # a step stopped by the framework's limit (FM-1.5 explains the ending)
         self.seen: Step | None = None
-        self.users: set[str] = set()  # the detectors sharing it
         self.ended: tuple[Step | None, Ending | None] | None = None  # (step last seen, the ending judged then)
 
     def observe(self, step: Step) -> None:

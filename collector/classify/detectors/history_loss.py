@@ -12,7 +12,7 @@ from typing import NamedTuple
 from ...assemble import Trace
 from ...config import HistoryLossSettings
 from ...steps import LLM, Finding, Step
-from ..detector import Detector, shared
+from ..detector import Detector, SharedState, shared
 
 
 class _Series:
@@ -31,18 +31,18 @@ class Collapse(NamedTuple):
     first_tokens: int  # the input tokens of the conversation's first call
 
 
-class PromptSizes:
+class PromptSizes(SharedState):
     """The prompt sizes of a trace's conversations, fed once per model call; shared by FM-1.4 and FM-2.1 when
     their settings agree on what a collapse is."""
 
-    __slots__ = ("collapse", "limits", "seen", "series", "users")
+    __slots__ = ("collapse", "limits", "seen", "series")
 
     def __init__(self, limits: tuple[int, int, float]) -> None:
+        super().__init__()
         self.limits = limits  # min_calls, min_tokens, drop_ratio
         self.series: dict[tuple, _Series] = {}
         self.seen: Step | None = None
         self.collapse: Collapse | None = None  # confirmed by the step last seen
-        self.users: set[str] = set()
 
     def observe(self, step: Step) -> Collapse | None:
         if step is self.seen:  # a detector sharing this history already fed it
