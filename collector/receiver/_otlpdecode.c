@@ -1059,12 +1059,41 @@ feed_any(Dec *d, AnyState *av, cptr p, cptr end)
 
 /* -------------------------------------------------------------- messages ---- */
 
+#define ID_BITS 8 /* each id table has 1 << ID_BITS slots */
+#define ID_SLOTS (1 << ID_BITS)
+
 typedef struct {
     PyObject *records;     /* list */
     Py_ssize_t rejected;
     PyObject *record_type;
     int fast_record;       /* record_type is a NamedTuple: fill a tp_alloc'd instance */
+    PyObject *trace_ids[ID_SLOTS]; /* see shared_id */
+    PyObject *parent_ids[ID_SLOTS];
 } Out;
+
+/* Ids repeat within a request: the spans of a trace share its trace id, siblings their parent's span id, and a
+ * parent's span id is its children's parent id (children end, so are exported, first). Each trace id and parent
+ * id is made into bytes once per request and shared after, from a direct-mapped table keyed by the id's last 8
+ * bytes (random in trace and span ids; a colliding id takes the slot over); a span id is looked up among the
+ * parent ids only (`keep` 0), so the ids of leaf spans, never seen again, take no slot. The tables live as long as
+ * the request's decoding: nothing is kept across requests. Dict lookups by id then meet the very object they
+ * stored, its hash cached, and a buffered trace holds each id once. */
+static PyObject *
+shared_id(PyObject **table, int keep, cptr p, Py_ssize_t n)
+{
+    uint64_t tail;
+    memcpy(&tail, p + n - 8, 8);
+    PyObject **slot = &table[(tail * 0x9E3779B97F4A7C15ull) >> (64 - ID_BITS)];
+    PyObject *b = *slot;
+    if (b != NULL && PyBytes_GET_SIZE(b) == n && memcmp(PyBytes_AS_STRING(b), p, (size_t)n) == 0) {
+        return Py_NewRef(b);
+    }
+    b = PyBytes_FromStringAndSize((const char *)p, n);
+    if (b != NULL && keep) {
+        Py_XSETREF(*slot, Py_NewRef(b));
+    }
+    return b;
+}
 
 /* Resource (contents in [p, end)): the value of its last service.name attribute, if any. */
 static int
@@ -1446,9 +1475,9 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
         }
     }
     PyObject *items[9] = {service, NULL, NULL, NULL, name, NULL, NULL, NULL, attrs};
-    items[1] = PyBytes_FromStringAndSize((const char *)trace_id, 16);
-    items[2] = PyBytes_FromStringAndSize((const char *)span_id, 8);
-    items[3] = PyBytes_FromStringAndSize((const char *)parent, parent_len);
+    items[1] = shared_id(out->trace_ids, 1, trace_id, 16);
+    items[2] = shared_id(out->parent_ids, 0, span_id, 8);
+    items[3] = parent_len ? shared_id(out->parent_ids, 1, parent, parent_len) : PyBytes_FromStringAndSize(NULL, 0);
     items[5] = PyLong_FromUnsignedLongLong(start);
     items[6] = PyLong_FromUnsignedLongLong(stop);
     items[7] = PyLong_FromLong(code);
@@ -1647,7 +1676,7 @@ decode_request(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
-    Out out = {PyList_New(0), 0, args[1], 0};
+    Out out = {PyList_New(0), 0, args[1], 0, {NULL}, {NULL}};
     PyObject *result = NULL;
     if (out.records) {
         out.fast_record = is_namedtuple9(args[1]);
@@ -1660,6 +1689,10 @@ decode_request(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
             fail("malformed request");
         }
         Py_DECREF(out.records);
+    }
+    for (int i = 0; i < ID_SLOTS; i++) {
+        Py_XDECREF(out.trace_ids[i]);
+        Py_XDECREF(out.parent_ids[i]);
     }
     PyBuffer_Release(&view);
     return result;
