@@ -48,6 +48,7 @@ def _normalise(batches: list[list[SpanRecord]]) -> Callable[[], None]:
 def _assembler(on_complete) -> TraceAssembler:
     c = ProcessorConfig()
     return TraceAssembler(decision_wait=c.decision_wait, max_age=c.max_trace_age, max_spans=c.max_spans_per_trace,
+                          max_buffered_spans=c.max_buffered_spans,
                           max_traces=c.max_traces, late_span_memory=c.late_span_memory, on_complete=on_complete)
 
 

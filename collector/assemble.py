@@ -3,8 +3,10 @@
 A trace is complete when
 - its root span has ended and nothing arrived for `decision_wait` (the normal case), or
 - it reached `max_spans` spans, or it has been open for `max_age` (a root that never comes), or
-- it is the oldest of `max_traces` traces in flight when a new one arrives (eviction, counted).
-Every completed trace is classified with what it has; none is dropped. Spans that arrive for a trace
+- it is the oldest of `max_traces` traces in flight when a new one arrives, or the oldest when a new span would hold
+  `max_buffered_spans` spans in flight (eviction, counted; a span whose own trace that evicts is late).
+Every completed trace is classified with what it has; none is dropped. The two limits bound memory, whatever
+the traces' sizes. Spans that arrive for a trace
 already completed are late: counted and dropped, so that a trace is classified and counted exactly once.
 The ids of the last `late_span_memory` completed traces are remembered for that.
 """
@@ -87,11 +89,12 @@ class AssemblyStats:
 
 class TraceAssembler:
     def __init__(self, *, decision_wait: float, max_age: float, max_spans: int, max_traces: int,
-                 late_span_memory: int, on_complete: Callable[[Trace, str], None]) -> None:
+                 max_buffered_spans: int, late_span_memory: int, on_complete: Callable[[Trace, str], None]) -> None:
         self.decision_wait = decision_wait
         self.max_age = max_age
         self.max_spans = max_spans
         self.max_traces = max_traces
+        self.max_buffered_spans = max_buffered_spans
         self.on_complete = on_complete
         self.traces: OrderedDict[bytes, Trace] = OrderedDict()  # oldest first
         self.spans_buffered = 0
@@ -110,6 +113,12 @@ class TraceAssembler:
             if len(self.traces) >= self.max_traces:
                 self._complete(next(iter(self.traces.values())), EVICTED)
             trace = self.traces[step.trace_id] = Trace(step.trace_id, now, now)
+        if self.spans_buffered >= self.max_buffered_spans:
+            while self.spans_buffered >= self.max_buffered_spans and self.traces:
+                self._complete(next(iter(self.traces.values())), EVICTED)
+            if step.trace_id not in self.traces:  # its own trace was the oldest: classified, the span comes late
+                self.stats.late_spans += 1
+                return None
         trace.add(step, now)
         self.spans_buffered += 1
         if trace.root is not None:

@@ -71,6 +71,8 @@ class ProcessorConfig(BaseModel):
     max_trace_age: Duration = Field(300.0, gt=0, description="classify a trace open this long anyway")
     max_spans_per_trace: int = Field(10_000, ge=1)
     max_traces: int = Field(50_000, ge=1, description="traces in flight; the oldest is classified early")
+    max_buffered_spans: int = Field(1_000_000, ge=1, description="spans held by the traces in flight; the oldest "
+                                    "traces are classified early to stay within it")
     late_span_memory: int = Field(200_000, ge=0, description="completed trace ids remembered")
     queue_spans: int = Field(200_000, ge=1, description="spans accepted but not yet processed")
     tick: Duration = Field(0.25, gt=0, description="how often completion is checked")

@@ -104,6 +104,7 @@ class Processor:
         self.assembler = TraceAssembler(
             decision_wait=config.decision_wait, max_age=config.max_trace_age,
             max_spans=config.max_spans_per_trace, max_traces=config.max_traces,
+            max_buffered_spans=config.max_buffered_spans,
             late_span_memory=config.late_span_memory, on_complete=self._complete)
         self._queue: queue.SimpleQueue[list[SpanRecord] | None] = queue.SimpleQueue()
         self._queued_spans = 0

@@ -57,15 +57,16 @@ def build(config: Config) -> Dashboard:
                         "reqps", thresholds=(("green", None), ("red", 0.001)), threshold_style="dashed"), 12, 8)
     grid.row("Traces")
     grid.add(timeseries("Traces in flight and spans buffered", "Traces being assembled (left) and the spans they "
-                        "hold (right).", [prom(f"sum(mastwatch_traces_in_flight{{{SEL}}})", "traces in flight"),
+                        f"hold (right; processor.max_buffered_spans: {config.processor.max_buffered_spans}).", [prom(f"sum(mastwatch_traces_in_flight{{{SEL}}})", "traces in flight"),
                                           prom(f"sum(mastwatch_spans_buffered{{{SEL}}})", "spans buffered", ref="B")],
                         "short", overrides=[override("spans buffered", custom__axisPlacement="right")]), 12, 8)
     grid.add(timeseries("Traces released, by reason", "Why traces were classified: complete, max_spans, max_age, "
-                        "evicted (max_traces in flight) or shutdown; per second, stacked.",
+                        "evicted (max_traces or max_buffered_spans in flight) or shutdown; per second, stacked.",
                         [prom(_rate("mastwatch_traces_completed_total", "reason"), "{{reason}}")], "suffix: traces/s",
                         stack=True, overrides=[override("evicted", color={"mode": "fixed", "fixedColor": "red"})]),
              12, 8)
-    grid.add(timeseries("Evicted traces and late spans", "Traces classified early because max_traces were in flight, "
+    grid.add(timeseries("Evicted traces and late spans", "Traces classified early because max_traces traces or "
+                        "max_buffered_spans spans were in flight, "
                         "and spans that arrived after their trace was classified (dropped; raise decision_wait).",
                         [prom(_rate("mastwatch_traces_evicted_total"), "traces evicted"),
                          prom(_rate("mastwatch_late_spans_total"), "late spans", ref="B")], "reqps",

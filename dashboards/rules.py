@@ -114,8 +114,9 @@ def alerts(config: Config) -> list[dict[str, Any]]:
         _alert(config, "MastwatchEvictingTraces",
                f"sum by (job, instance) (rate(mastwatch_traces_evicted_total{{{job}}}[10m])) > 0", 900, "warning",
                "mastwatch {{ $labels.instance }} evicts traces before they complete",
-               "processor.max_traces traces are in flight, so the oldest are classified before they end; their "
-               "later spans are dropped as late. Raise max_traces or add replicas."),
+               "processor.max_traces traces, or processor.max_buffered_spans spans, are in flight, so the oldest "
+               "traces are classified before they end; their later spans are dropped as late. Raise the limit (and "
+               "the memory limit with it) or add replicas."),
         _alert(config, "MastwatchStoreDroppingRows",
                f"sum by (job, instance) (increase(mastwatch_store_rows_dropped_total{{{job}}}[10m])) > 0", 0,
                "critical", "mastwatch {{ $labels.instance }} dropped {{ $value | printf \"%.0f\" }} store rows",

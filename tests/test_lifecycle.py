@@ -46,6 +46,20 @@ def test_oldest_trace_is_evicted_and_classified_when_too_many_are_in_flight(star
     assert rows == [{"trace_id": (70).to_bytes(16, "big").hex(), "completion": "evicted"}]
 
 
+def test_oldest_traces_are_evicted_to_stay_within_the_buffered_span_limit(start_server) -> None:
+    """Memory stays bounded whatever the traces' sizes: a span that would make `max_buffered_spans` spans in flight
+    first gets the oldest traces classified (evicted); when that is its own trace, it comes late."""
+    server = start_server(processor__max_buffered_spans=4, processor__decision_wait="60s")
+    for trace, spans in ((90, 3), (91, 2), (92, 6)):  # no root ended: none of them is complete
+        assert post(server.http_url, request_of(spans, trace=trace, root=False).SerializeToString())[0] == 200
+    server.wait_for(lambda: server.sample("mastwatch_traces_evicted_total") == 3)
+    server.wait_for(lambda: server.sample("mastwatch_late_spans_total") == 2)  # the 5th and 6th span of trace 92
+    assert server.sample("mastwatch_traces_in_flight") == 0 and server.sample("mast_traces_total") == 3
+    rows = server.rows("SELECT trace_id, steps, completion FROM {db}.mast_traces ORDER BY trace_id")
+    assert [(int(r["trace_id"], 16), r["steps"], r["completion"]) for r in rows] == [
+        (90, 3, "evicted"), (91, 2, "evicted"), (92, 4, "evicted")]
+
+
 def test_span_limit_and_age_limit_release_traces(start_server) -> None:
     server = start_server(processor__max_spans_per_trace=5, processor__max_trace_age="1s",
                           processor__decision_wait="60s")
