@@ -73,7 +73,7 @@ class _DecodeOnly:
     def __init__(self) -> None:
         self.spans = 0
 
-    def submit(self, spans: list) -> bool:
+    def submit(self, spans: list, size: int) -> bool:
         self.spans += len(spans)
         return True
 

@@ -75,6 +75,8 @@ class ProcessorConfig(BaseModel):
                                     "traces are classified early to stay within it")
     late_span_memory: int = Field(200_000, ge=0, description="completed trace ids remembered")
     queue_spans: int = Field(200_000, ge=1, description="spans accepted but not yet processed")
+    queue_mib: int = Field(256, ge=1, description="bytes of the requests accepted but not yet processed (content "
+                           "captured makes spans large)")
     tick: Duration = Field(0.25, gt=0, description="how often completion is checked")
     detectors: dict[str, dict[str, Any]] = Field(default_factory=dict,
                                                  description="per failure-mode code: detector settings")

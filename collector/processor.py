@@ -77,7 +77,7 @@ class Telemetry(Protocol):
     def trace_completed(self, reason: str, seconds: float) -> None: ...
     def detector_failed(self, code: str) -> None: ...
     def unpriced_calls(self, model: str, n: int) -> None: ...
-    def state(self, traces: int, spans: int, queued: int) -> None: ...
+    def state(self, traces: int, spans: int, queued: int, queued_bytes: int) -> None: ...
 
 
 class JudgeOffer(Protocol):
@@ -106,23 +106,29 @@ class Processor:
             max_spans=config.max_spans_per_trace, max_traces=config.max_traces,
             max_buffered_spans=config.max_buffered_spans,
             late_span_memory=config.late_span_memory, on_complete=self._complete)
-        self._queue: queue.SimpleQueue[list[SpanRecord] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[list[SpanRecord], int] | None] = queue.SimpleQueue()
         self._queued_spans = 0
+        self._queued_bytes = 0
+        self._queue_bytes = config.queue_mib << 20
         self._queue_lock = threading.Lock()
         self._worker: threading.Thread | None = None
         self._stopping = False
         self._late_reported = 0
 
     # --- receiving side (any thread) ---
-    def submit(self, spans: list[SpanRecord]) -> bool:
-        """Queue the spans of one request; False when the queue is full (the caller signals backpressure)."""
+    def submit(self, spans: list[SpanRecord], size: int) -> bool:
+        """Queue the spans of one request of `size` bytes (what its decoded spans take grows with it: content
+        captured is kept whole until normalised); False when the queue is full, in spans or in bytes (the caller
+        signals backpressure)."""
         n = len(spans)
         with self._queue_lock:
             # a request larger than the whole queue is taken when the queue is empty, never refused forever
-            if self._stopping or (self._queued_spans and self._queued_spans + n > self.config.queue_spans):
+            if self._stopping or (self._queued_spans and (self._queued_spans + n > self.config.queue_spans or
+                                                          self._queued_bytes + size > self._queue_bytes)):
                 return False
             self._queued_spans += n
-        self._queue.put(spans)
+            self._queued_bytes += size
+        self._queue.put((spans, size))
         return True
 
     @property
@@ -153,14 +159,18 @@ class Processor:
             try:
                 request = self._queue.get(timeout=max(next_tick - time.monotonic(), 0.0))
             except queue.Empty:
-                request = []  # time to tick
+                request = ([], 0)  # time to tick
             if request is None:
                 break
-            if request:
+            spans, size = request
+            if spans:
                 try:
-                    self.process(request)
+                    self.process(spans)
                 except Exception:
                     log.exception("processing a request failed; its spans are lost")
+                with self._queue_lock:
+                    self._queued_spans -= len(spans)
+                    self._queued_bytes -= size
             now = time.monotonic()
             if now >= next_tick:
                 self.tick(now)
@@ -187,8 +197,6 @@ class Processor:
                 self._publish_live(trace, changed)
             if len(trace.steps) >= assembler.max_spans:
                 assembler.check_full(trace)
-        with self._queue_lock:
-            self._queued_spans = max(self._queued_spans - len(spans), 0)
         self.telemetry.spans_processed(len(spans))
 
     def tick(self, now: float | None = None) -> None:
@@ -204,7 +212,8 @@ class Processor:
         if stats.late_spans != self._late_reported:
             self.telemetry.late_spans(stats.late_spans - self._late_reported)
             self._late_reported = stats.late_spans
-        self.telemetry.state(len(self.assembler.traces), self.assembler.spans_buffered, self._queued_spans)
+        self.telemetry.state(len(self.assembler.traces), self.assembler.spans_buffered, self._queued_spans,
+                             self._queued_bytes)
 
     # --- publishing ---
     def _labels(self, trace: Trace) -> Published:

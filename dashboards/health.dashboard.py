@@ -4,7 +4,7 @@ latency, the store."""
 from grafanalib.core import Dashboard
 
 from mastwatch.config import Config
-from mastwatch.dashboards.panels import Grid, override, prom, stat, timeseries, variable
+from mastwatch.dashboards.panels import Grid, override, prom, regex_override, stat, timeseries, variable
 from mastwatch.dashboards.panels import dashboard as make_dashboard
 
 UID = "mastwatch-health"
@@ -24,6 +24,7 @@ def _quantile(q: float) -> str:
 
 def build(config: Config) -> Dashboard:
     queue = config.processor.queue_spans
+    queue_mib = config.processor.queue_mib
     grid = Grid().row("Now")
     grid.add(stat("Ingest", "Spans received per second (gRPC and HTTP).",
                   [prom(_rate("mastwatch_spans_received_total"), instant=True)], SPANS_PER_S, decimals=1), 4, 4)
@@ -34,8 +35,10 @@ def build(config: Config) -> Dashboard:
                   "beyond it the oldest is evicted).", [prom(f"sum(mastwatch_traces_in_flight{{{SEL}}})",
                                                              instant=True)], "short",
                   (("green", None), ("orange", 0.8 * config.processor.max_traces)), decimals=0), 4, 4)
-    grid.add(stat("Queue", f"Spans waiting to be processed, of processor.queue_spans ({queue}); full means "
-                  "backpressure.", [prom(f"max(mastwatch_queue_spans{{{SEL}}}) / {queue}", instant=True)],
+    grid.add(stat("Queue", f"Spans waiting to be processed, of processor.queue_spans ({queue}), and their requests' "
+                  f"bytes, of processor.queue_mib ({queue_mib} MiB); either full means backpressure.",
+                  [prom(f"max(mastwatch_queue_spans{{{SEL}}}) / {queue}", "spans", instant=True),
+                   prom(f"max(mastwatch_queue_bytes{{{SEL}}}) / {queue_mib << 20}", "bytes", ref="B", instant=True)],
                   "percentunit", (("green", None), ("orange", 0.5), ("red", 0.9)), decimals=1), 4, 4)
     grid.add(stat("Classification p99", "99th percentile of the time to classify a completed trace and hand it to "
                   "the exporters.", [prom(_quantile(0.99), instant=True)], "s",
@@ -57,8 +60,9 @@ def build(config: Config) -> Dashboard:
                         "reqps", thresholds=(("green", None), ("red", 0.001)), threshold_style="dashed"), 12, 8)
     grid.row("Traces")
     grid.add(timeseries("Traces in flight and spans buffered", "Traces being assembled (left) and the spans they "
-                        f"hold (right; processor.max_buffered_spans: {config.processor.max_buffered_spans}).", [prom(f"sum(mastwatch_traces_in_flight{{{SEL}}})", "traces in flight"),
-                                          prom(f"sum(mastwatch_spans_buffered{{{SEL}}})", "spans buffered", ref="B")],
+                        f"hold (right; processor.max_buffered_spans: {config.processor.max_buffered_spans}).",
+                        [prom(f"sum(mastwatch_traces_in_flight{{{SEL}}})", "traces in flight"),
+                         prom(f"sum(mastwatch_spans_buffered{{{SEL}}})", "spans buffered", ref="B")],
                         "short", overrides=[override("spans buffered", custom__axisPlacement="right")]), 12, 8)
     grid.add(timeseries("Traces released, by reason", "Why traces were classified: complete, max_spans, max_age, "
                         "evicted (max_traces or max_buffered_spans in flight) or shutdown; per second, stacked.",
@@ -71,11 +75,15 @@ def build(config: Config) -> Dashboard:
                         [prom(_rate("mastwatch_traces_evicted_total"), "traces evicted"),
                          prom(_rate("mastwatch_late_spans_total"), "late spans", ref="B")], "reqps",
                         thresholds=(("green", None), ("red", 0.001)), threshold_style="dashed"), 12, 8)
-    grid.add(timeseries("Processing queue", f"Spans accepted and waiting; at processor.queue_spans ({queue}) the "
-                        "receivers push back.", [prom(f"max by (instance) (mastwatch_queue_spans{{{SEL}}})",
-                                                      "{{instance}}")], "short",
+    grid.add(timeseries("Processing queue", f"Spans accepted and waiting (left) and their requests' bytes (right); at "
+                        f"processor.queue_spans ({queue}) or processor.queue_mib ({queue_mib} MiB) the receivers "
+                        "push back.",
+                        [prom(f"max by (instance) (mastwatch_queue_spans{{{SEL}}})", "{{instance}} spans"),
+                         prom(f"max by (instance) (mastwatch_queue_bytes{{{SEL}}})", "{{instance}} bytes", ref="B")],
+                        "short",
                         thresholds=(("green", None), ("orange", 0.5 * queue), ("red", queue)),
-                        threshold_style="dashed"), 12, 8)
+                        threshold_style="dashed",
+                        overrides=[regex_override(".* bytes$", unit="bytes", custom__axisPlacement="right")]), 12, 8)
     grid.row("Classification and store")
     grid.add(timeseries("Classification latency", "Time to classify a completed trace and hand it to the exporters.",
                         [prom(_quantile(0.5), "p50"), prom(_quantile(0.9), "p90", ref="B"),

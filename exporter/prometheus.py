@@ -48,6 +48,8 @@ class SelfMetrics:
         self.in_flight = Gauge("mastwatch_traces_in_flight", "Traces being assembled", registry=r)
         self.buffered = Gauge("mastwatch_spans_buffered", "Spans held in traces being assembled", registry=r)
         self.queued = Gauge("mastwatch_queue_spans", "Spans accepted and waiting to be processed", registry=r)
+        self.queued_bytes = Gauge("mastwatch_queue_bytes", "Bytes of the requests accepted and waiting to be "
+                                  "processed", registry=r)
         self.latency = LatencyHistogram("mastwatch_classification_latency_seconds", "Time to classify a "
                                         "completed trace and hand it to the exporters",
                                         (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -103,10 +105,11 @@ class SelfMetrics:
     def unpriced_calls(self, model: str, n: int) -> None:
         self.unpriced.labels(self.limit("model", model)).inc(n)
 
-    def state(self, traces: int, spans: int, queued: int) -> None:
+    def state(self, traces: int, spans: int, queued: int, queued_bytes: int) -> None:
         self.in_flight.set(traces)
         self.buffered.set(spans)
         self.queued.set(queued)
+        self.queued_bytes.set(queued_bytes)
 
     # the store's StoreTelemetry protocol
     def store_written(self, table: str, rows: int) -> None:

@@ -164,6 +164,39 @@ def test_full_queue_is_backpressure_and_clients_retry() -> None:
         http_rx.stop()
 
 
+def test_queue_is_bounded_by_bytes_too() -> None:
+    """Captured content makes spans large and is kept whole until normalised: the queue refuses a request by its
+    bytes (processor.queue_mib) as well as by its spans, over gRPC and HTTP alike."""
+    metrics = PrometheusExporter(PrometheusExporterConfig())
+    telemetry = metrics.self_metrics
+    processor = Processor(ProcessorConfig(queue_spans=1000, queue_mib=1), [_Discard()], telemetry)
+    grpc_rx = GrpcReceiver(GrpcConfig(endpoint="127.0.0.1:0"), processor, telemetry)
+    http_rx = OtlpHttpServer(HttpConfig(endpoint="127.0.0.1:0"), processor, telemetry)
+    grpc_rx.start()
+    http_rx.start()
+    try:
+        url = f"http://127.0.0.1:{http_rx.port}/v1/traces"
+        large = []
+        for trace in (53, 54):
+            request = request_of(2, trace=trace)
+            request.resource_spans[0].scope_spans[0].spans[1].attributes.append(KeyValue(
+                key="gen_ai.tool.call.result", value=AnyValue(string_value="x" * 700_000)))
+            large.append(request.SerializeToString())
+        assert post(url, large[0])[0] == 200  # 0.7 MiB queued: the queue was empty
+        assert post(url, large[1])[0] == 429  # 1.4 MiB would be queued, though 4 spans are far below 1,000
+        with pytest.raises(grpc.RpcError) as err:
+            grpc_export(f"127.0.0.1:{grpc_rx.port}", large[1])
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert post(url, request_of(2, trace=55).SerializeToString())[0] == 200  # a small request still fits
+        assert processor.queued_spans == 4
+        processor.start()
+        processor.shutdown()  # processes what is queued: the queue is empty again
+        assert processor.queued_spans == 0
+    finally:
+        grpc_rx.stop()
+        http_rx.stop()
+
+
 def _one_run(tracer) -> None:
     with agent_run(tracer):
         step(tracer, "t", {"a": 1})

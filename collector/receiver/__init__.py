@@ -45,7 +45,7 @@ class ReceiverConfig(BaseModel):
 
 
 class Sink(Protocol):
-    def submit(self, spans: list[SpanRecord]) -> bool: ...
+    def submit(self, spans: list[SpanRecord], size: int) -> bool: ...  # size: the request's bytes
 
 
 class Counters(Protocol):
@@ -60,13 +60,14 @@ class Outcome:
     spans: int = 0
 
 
-def accept(decoded: Decoded, sink: Sink, counters: Counters, protocol: str) -> Outcome:
-    """Queue a decoded request's valid spans; report the invalid ones in partial_success."""
+def accept(decoded: Decoded, size: int, sink: Sink, counters: Counters, protocol: str) -> Outcome:
+    """Queue a decoded request's valid spans (`size`: the request's bytes, decompressed); report the invalid ones in
+    partial_success."""
     spans, rejected = decoded
     counters.spans_received(protocol, len(spans) + rejected)
     if rejected:
         counters.spans_rejected("invalid_id", rejected)
-    if spans and not sink.submit(spans):
+    if spans and not sink.submit(spans, size):
         counters.spans_rejected("queue_full", len(spans))
         return Outcome(None, len(spans))
     response = ExportTraceServiceResponse()

@@ -45,7 +45,7 @@ class GrpcReceiver:
         except ValueError as e:
             self.counters.request_rejected("malformed")
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {e}")
-        outcome = accept(decoded, self.sink, self.counters, "grpc")
+        outcome = accept(decoded, len(body), self.sink, self.counters, "grpc")
         if outcome.response is None:
             context.set_trailing_metadata((("google.rpc.retryinfo-bin", self._retry_info),))
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "mastwatch queue is full, retry later")

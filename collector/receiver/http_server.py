@@ -112,7 +112,7 @@ class _Handler(BaseHTTPRequestHandler):
             srv.counters.request_rejected("malformed")
             self._error(400, GRPC_INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {e}", reply_type)
             return
-        outcome = accept(decoded, srv.sink, srv.counters, "http")
+        outcome = accept(decoded, len(body), srv.sink, srv.counters, "http")
         if outcome.response is None:
             self._error(429, GRPC_RESOURCE_EXHAUSTED, "mastwatch queue is full, retry later", reply_type,
                         {"Retry-After": str(max(round(srv.retry_after), 1))})
