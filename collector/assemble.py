@@ -3,12 +3,12 @@
 A trace is complete when
 - its root span has ended and nothing arrived for `decision_wait` (the normal case), or
 - it reached `max_spans` spans, or it has been open for `max_age` (a root that never comes), or
-- it is the oldest of `max_traces` traces in flight when a new one arrives, or the oldest when a new span would hold
-  `max_buffered_spans` spans in flight (eviction, counted; a span whose own trace that evicts is late).
-Every completed trace is classified with what it has; none is dropped. The two limits bound memory, whatever
-the traces' sizes. Spans that arrive for a trace
-already completed are late: counted and dropped, so that a trace is classified and counted exactly once.
-The ids of the last `late_span_memory` completed traces are remembered for that.
+- it is the oldest of `max_traces` traces in flight when a new one arrives, or the oldest when a new span would
+  make `max_buffered_spans` spans in flight (eviction, counted; a span whose own trace that evicts is late).
+Every completed trace is classified with what it has; none is dropped. The two limits bound memory whatever the
+traces' sizes. Spans that arrive for a trace already completed are late: counted and dropped, so that a trace is
+classified and counted exactly once. The ids of the last `late_span_memory` completed traces are remembered for
+that.
 """
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ class Processor:
         self._queue: queue.SimpleQueue[tuple[list[SpanRecord], int] | None] = queue.SimpleQueue()
         self._queued_spans = 0
         self._queued_bytes = 0
-        self._queue_bytes = config.queue_mib << 20
+        self._max_queued_bytes = config.queue_mib << 20
         self._queue_lock = threading.Lock()
         self._worker: threading.Thread | None = None
         self._stopping = False
@@ -124,7 +124,7 @@ class Processor:
         with self._queue_lock:
             # a request larger than the whole queue is taken when the queue is empty, never refused forever
             if self._stopping or (self._queued_spans and (self._queued_spans + n > self.config.queue_spans or
-                                                          self._queued_bytes + size > self._queue_bytes)):
+                                                          self._queued_bytes + size > self._max_queued_bytes)):
                 return False
             self._queued_spans += n
             self._queued_bytes += size
