@@ -1,10 +1,12 @@
-"""Resident memory per buffered span: traces whose root has not ended stay in the assembler.
+"""Resident memory per buffered span (traces whose root has not ended stay in the assembler), and per queued span
+(decoded requests waiting for the processor).
 
   python benchmarks/memory.py [--spans 200000]
 
-Each figure comes from a fresh process: resident set size after buffering N spans minus before, over N.
-Without content attributes, and with 20 kB tool results and arguments on every tool span (content is
-fingerprinted and previewed, never kept whole).
+Each figure comes from a fresh process: resident set size after buffering (or decoding and holding) N spans minus
+before, over N. Without content attributes, and with 20 kB tool results and arguments on every tool span: a
+buffered span keeps content as a fingerprint and a preview, a queued span whole (processor.queue_mib bounds the
+queue's bytes).
 """
 
 from __future__ import annotations
@@ -20,6 +22,19 @@ from traffic import requests
 def _rss() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def measure_queued(out, spans: int, content: bool) -> None:
+    from mastwatch.collector.receiver.decode import decode
+
+    bodies = requests(spans, 1000, content=content, roots=False)
+    decode(bodies[0])
+    gc.collect()
+    before = _rss()
+    queued = [decode(body).spans for body in bodies]
+    gc.collect()
+    n = sum(len(q) for q in queued)
+    out.put((n, (_rss() - before) / n))
 
 
 def measure(out, spans: int, content: bool) -> None:
@@ -44,14 +59,15 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=200_000)
     args = parser.parse_args()
     ctx = mp.get_context("spawn")
-    for content in (False, True):
-        out = ctx.Queue()
-        p = ctx.Process(target=measure, args=(out, args.spans, content))
-        p.start()
-        buffered, per_span = out.get()
-        p.join()
-        label = "with 20 kB content" if content else "without content"
-        print(f"{label:>20}: {per_span:,.0f} bytes resident per buffered span ({buffered:,} spans buffered)")
+    for what, target in (("buffered", measure), ("queued", measure_queued)):
+        for content in (False, True):
+            out = ctx.Queue()
+            p = ctx.Process(target=target, args=(out, args.spans, content))
+            p.start()
+            n, per_span = out.get()
+            p.join()
+            label = "with 20 kB content" if content else "without content"
+            print(f"{label:>20}: {per_span:,.0f} bytes resident per {what} span ({n:,} spans {what})")
 
 
 if __name__ == "__main__":
