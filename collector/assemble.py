@@ -111,11 +111,11 @@ class TraceAssembler:
                 self.stats.late_spans += 1
                 return None
             if len(self.traces) >= self.max_traces:
-                self._complete(next(iter(self.traces.values())), EVICTED)
+                self._complete(self._oldest(), EVICTED)
             trace = self.traces[step.trace_id] = Trace(step.trace_id, now, now)
         if self.spans_buffered >= self.max_buffered_spans:
             while self.spans_buffered >= self.max_buffered_spans and self.traces:
-                self._complete(next(iter(self.traces.values())), EVICTED)
+                self._complete(self._oldest(), EVICTED)
             if step.trace_id not in self.traces:  # its own trace was the oldest: classified, the span comes late
                 self.stats.late_spans += 1
                 return None
@@ -139,7 +139,7 @@ class TraceAssembler:
             if trace is not None and trace.last_seen + self.decision_wait <= now:
                 self._complete(trace, COMPLETE)
         while self.traces:
-            oldest = next(iter(self.traces.values()))
+            oldest = self._oldest()
             if oldest.first_seen + self.max_age > now:
                 break
             self._complete(oldest, MAX_AGE)
@@ -147,7 +147,10 @@ class TraceAssembler:
     def drain(self, reason: str = SHUTDOWN) -> None:
         """Complete everything (shutdown, end of replayed input)."""
         while self.traces:
-            self._complete(next(iter(self.traces.values())), reason)
+            self._complete(self._oldest(), reason)
+
+    def _oldest(self) -> Trace:
+        return next(iter(self.traces.values()))
 
     def _complete(self, trace: Trace, reason: str) -> None:
         del self.traces[trace.trace_id]
