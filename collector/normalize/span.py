@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, Final
 
-from ..content import PREVIEW_CHARS, Content, fingerprint, preview
+from ..content import PREVIEW_CHARS, Content, collapse, fingerprint, preview
 from ..steps import LLM, OTHER, TOOL, Step
 from . import draft as field
 from . import genai, langfuse, openinference, openllmetry, vercel
@@ -169,7 +169,7 @@ def normalize_span(span: SpanRecord) -> Step:
         step.result = Content(result)
     if (output := values[field.OUTPUT]) is not None:
         text = str(output)
-        step.output_fingerprint = fingerprint(" ".join(text.split()))
+        step.output_fingerprint = fingerprint(collapse(text))
         step.output_chars = len(text)
         step.output_preview = preview(text)
     if kind is LLM:  # tokens from inference spans only: agent spans repeat their children's sums
