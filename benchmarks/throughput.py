@@ -3,10 +3,11 @@
 The server side runs on one core (CPU affinity), the load generator on another, over loopback. Requests
 are encoded once up front, so the client costs little, and the clock starts once the client's channel is
 connected (a spawned client process takes a quarter of a second to start: counted in, it padded the fast mode's
-short run the most and flattered the ratio). Each trace is an agent run without content
-capture: an invoke_agent root, and model calls and tool calls (some looping), 10 spans in all.
+short run the most and flattered the ratio). Each trace is an agent run: an invoke_agent root, and model calls and
+tool calls (some looping), 10 spans in all; without content capture, or with `--content` with a 20 kB result on
+every tool call (4 in 10 spans).
 
-  python benchmarks/throughput.py [--spans 200000] [--batch 500] [--rounds 3] [--detectors FM-1.3,...]
+  python benchmarks/throughput.py [--spans 200000] [--batch 500] [--rounds 3] [--detectors FM-1.3,...] [--content]
 
 Prints spans/s (by wall clock, and per CPU second of the server process: the steadier figure on a shared
 machine) end to end (decoded, normalised, assembled, classified, priced, counted in Prometheus and
@@ -175,14 +176,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="turns of the three modes; the best of each counts")
     parser.add_argument("--detectors", help="the failure modes whose detectors run, comma-separated (FM-1.3); "
                                             "default: those enabled by default")
+    parser.add_argument("--content", action="store_true", help="tool results captured (20 kB each)")
     args = parser.parse_args()
     detectors = args.detectors.split(",") if args.detectors else None
     cpus = sorted(os.sched_getaffinity(0))
     server_cpu, client_cpu = (cpus[0], cpus[1]) if len(cpus) > 1 else (None, None)
-    bodies = requests(args.spans, args.batch)
+    bodies = requests(args.spans, args.batch, content=args.content)
     total = sum(1 for _ in range(0, args.spans, 10)) * 10
     print(f"{total} spans in {len(bodies)} requests of ~{args.batch} spans; server on CPU {server_cpu}, "
-          f"client on CPU {client_cpu}; detectors: {args.detectors or 'the defaults'}")
+          f"client on CPU {client_cpu}; detectors: {args.detectors or 'the defaults'}; content "
+          f"{'on' if args.content else 'off'}")
     modes = ("decode-only", "end-to-end", "no-store")
     results = dict.fromkeys(modes, (0.0, 0.0))
     collecting = dict.fromkeys(modes, 0.0)  # of the best round by server CPU
