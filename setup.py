@@ -1,7 +1,7 @@
 """Native parts of the build (everything else is in pyproject.toml).
 
 - The C span decoder (`collector/receiver/_otlpdecode.c`; decode.py falls back to the protobuf runtime without it).
-- The C text primitives (`collector/_text.c`): whitespace collapsed over whole pieces of content in one pass.
+- The loops of content.py over every character or node of a piece of content (`collector/_content.c`).
 - The modules that run for every span (normalisation, trace assembly, the classifier and its detectors, the
   processor) compiled to C extensions by mypyc, from the same Python sources; their type hints are checked
   when they run. `MASTWATCH_COMPILE=0` builds pure Python instead (quicker to edit: an editable install keeps
@@ -29,7 +29,8 @@ PACKAGES = {"collector": "collector", "exporter": "exporter", "dashboards": "das
 
 decoder = Extension("mastwatch.collector.receiver._otlpdecode", ["collector/receiver/_otlpdecode.c"],
                     extra_compile_args=["-O2", "-Wall", "-Wextra"])
-text = Extension("mastwatch.collector._text", ["collector/_text.c"], extra_compile_args=["-O2", "-Wall", "-Wextra"])
+content = Extension("mastwatch.collector._content", ["collector/_content.c"],
+                    extra_compile_args=["-O2", "-Wall", "-Wextra"])
 
 
 def _staged() -> Path:
@@ -63,4 +64,4 @@ def _compiled() -> list[Extension]:
         os.chdir(here)
 
 
-setup(ext_modules=[decoder, text, *_compiled()])
+setup(ext_modules=[decoder, content, *_compiled()])

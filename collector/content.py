@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import orjson
 
-from ._text import collapse
+from ._content import collapse, is_canonical
 
 PREVIEW_CHARS: Final = 160  # what of a piece of content is kept for evidence; the rest is only hashed
 RAW_LIMIT: Final = 512  # larger values are fingerprinted at once
@@ -54,20 +54,6 @@ def as_json(value: Any) -> Any:
     return value
 
 
-def _is_canonical(value: Any) -> bool:
-    """Whether _canonical would leave a parsed JSON value as it is (a string starting with JSON counts as not)."""
-    kind = type(value)
-    if kind is str:
-        return value[:1] not in ("{", "[") and collapse(value) is value
-    if kind is dict:
-        return all(type(key) is str and _is_canonical(item) for key, item in value.items())
-    if kind is list:
-        return all(_is_canonical(item) for item in value)
-    if kind is float:
-        return not value.is_integer()
-    return kind is not tuple
-
-
 def _canonical(value: Any) -> Any:
     kind = type(value)
     if kind is str:
@@ -102,7 +88,7 @@ def canonical_json(value: Any) -> str:
         except ValueError:
             pass
         else:
-            if _is_canonical(value):  # the usual case: no value to normalise
+            if is_canonical(value):  # the usual case: no value to normalise
                 return _dumps(value)
     return _dumps(_canonical(as_json(value)))
 

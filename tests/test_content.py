@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from mastwatch.collector._text import collapse
+from mastwatch.collector._content import collapse, is_canonical
 from mastwatch.collector.content import Content, canonical_json
 
 WHITESPACE = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
@@ -51,3 +51,34 @@ def test_a_large_json_result_is_keyed_by_its_canonical_form() -> None:
     spaced = json.dumps({"items": [{**item, "status": " Running\n"} for item in items]})
     assert Content(indented).key == Content(shuffled).key == Content(spaced).key
     assert Content(json.dumps({"items": items[:-1]})).key != Content(indented).key
+
+
+def _value(rng: random.Random, depth: int = 0) -> object:
+    pick = rng.randrange(9 if depth < 3 else 5)
+    if pick == 0:
+        return rng.choice([0, -3, 2**40, True, None])
+    if pick == 1:
+        return rng.choice([2.0, 2.5, -0.0, 1e300, 1.5e-7, float("inf"), float("nan")])
+    if pick in (2, 3, 4):
+        characters = [*WHITESPACE[:4], " ", "a", "é", "{", "[", "1", '"']
+        return "".join(rng.choice(characters) for _ in range(rng.randint(0, 5)))
+    if pick in (5, 6):
+        return {rng.choice(["a", "b", " k", "{"]): _value(rng, depth + 1) for _ in range(rng.randint(0, 3))}
+    if pick == 7:
+        return [_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return tuple(_value(rng, depth + 1) for _ in range(rng.randint(0, 2)))
+
+
+def test_is_canonical_holds_only_for_values_canonicalising_leaves_alone() -> None:
+    from mastwatch.collector.content import _canonical, _dumps
+    rng = random.Random(11)
+    seen = {True: 0, False: 0}
+    for _ in range(20_000):
+        value = _value(rng)
+        if is_canonical(value):
+            assert _dumps(_canonical(value)) == _dumps(value), repr(value)
+        seen[is_canonical(value)] += 1
+    assert min(seen.values()) > 1_000  # both answers exercised
+    assert is_canonical({"a": [1, 2.5, "x y"], "b": None})
+    assert not is_canonical({"a": 2.0}) and not is_canonical(["x  y"]) and not is_canonical({"q": '{"a":1}'})
+    assert not is_canonical({1: "x"}) and not is_canonical((1,))
