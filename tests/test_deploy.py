@@ -252,8 +252,11 @@ def test_dockerfile(config, ports):
     assert pyproject["project"]["scripts"]["mastwatch"]
     copied = {src.rstrip("/") for args in copies for src in args[:-1]}
     roots = {d.split("/")[0] for d in pyproject["tool"]["setuptools"]["package-dir"].values()}
-    assert roots | {"pyproject.toml", pyproject["project"]["readme"]} <= copied, \
-        "the image must be built from every package directory, pyproject.toml and the readme"
+    assert roots | {"pyproject.toml", "setup.py", pyproject["project"]["readme"]} <= copied, \
+        "the image must be built from every package directory, pyproject.toml, setup.py (the C extensions and " \
+        "the compiled modules) and the readme"
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text(encoding="utf-8").split()
+    assert all(f"!{src}" in ignore for src in copied if src != "deploy/mastwatch.yaml"), "copied, so not ignored"
 
 
 def test_compose_ports_and_mounts(compose, ports, k8s):
