@@ -1,7 +1,7 @@
-"""Message content, tool arguments and results: held as a fingerprint of their canonical form and a short
-preview, never whole. Small values are kept raw until a detector compares them (most never are: only a tool
-that is called again has its arguments compared), then as their canonical form while it is short; the
-fingerprint is computed when asked for."""
+"""Message content, tool arguments and results: held as a fingerprint of their canonical form (of the text as
+received, for a long tool result) and a short preview, never whole. Small values are kept raw until a detector
+compares them (most never are: only a tool that is called again has its arguments compared), then as their
+canonical form while it is short; the fingerprint is computed when asked for."""
 
 from __future__ import annotations
 
@@ -129,13 +129,19 @@ class Content:
 
     __slots__ = ("_fingerprint", "_key", "_preview", "_raw")
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, verbatim: bool = False) -> None:
+        """`verbatim`: a text longer than RAW_LIMIT is keyed by the fingerprint of the text as received, not of its
+        canonical form. For tool results: a tool writes the same result the same way each time, and canonicalising
+        long results cost more than the rest of normalising their spans."""
         self._raw = raw
         self._key: str | int | None = None
         self._fingerprint: int | None = None
         self._preview: str | None = None
         if _size(raw) > RAW_LIMIT:
-            self._reduce()
+            if verbatim and type(raw) is str:
+                self._key, self._preview, self._raw = fingerprint(raw), preview(raw), None
+            else:
+                self._reduce()
 
     def _reduce(self) -> None:
         raw = self._raw
@@ -147,7 +153,8 @@ class Content:
 
     @property
     def key(self) -> str | int:
-        """Equal for equivalent values, and only for them: the canonical text, or its fingerprint when long."""
+        """Equal for equivalent values, and only for them: the canonical text, or its fingerprint when long (a long
+        verbatim text: the fingerprint of the text as received)."""
         if self._key is None:
             self._reduce()
         return self._key  # type: ignore[return-value]

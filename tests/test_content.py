@@ -82,3 +82,16 @@ def test_is_canonical_holds_only_for_values_canonicalising_leaves_alone() -> Non
     assert is_canonical({"a": [1, 2.5, "x y"], "b": None})
     assert not is_canonical({"a": 2.0}) and not is_canonical(["x  y"]) and not is_canonical({"q": '{"a":1}'})
     assert not is_canonical({1: "x"}) and not is_canonical((1,))
+
+
+def test_a_long_tool_result_is_keyed_as_received_and_a_short_one_canonically() -> None:
+    from mastwatch.collector.content import RAW_LIMIT, fingerprint
+    result = json.dumps({"pods": [f"api-{i}" for i in range(100)]})
+    assert len(result) > RAW_LIMIT
+    verbatim = Content(result, verbatim=True)
+    assert verbatim.key == Content(result, verbatim=True).key == fingerprint(result)
+    assert verbatim.preview == result[:159] + "…" and verbatim.text == verbatim.preview
+    assert Content(json.dumps(json.loads(result), indent=1), verbatim=True).key != verbatim.key  # as received
+    assert Content(json.dumps(json.loads(result), indent=1)).key == Content(result).key  # arguments: canonical
+    assert Content('{"b": 1,  "a": 2}', verbatim=True).key == Content('{"a":2,"b":1}').key  # short: canonical
+    assert Content({"pods": list(range(200))}, verbatim=True).key == Content({"pods": list(range(200))}).key

@@ -166,7 +166,7 @@ def normalize_span(span: SpanRecord) -> Step:
     if (args := values[field.ARGS]) is not None:
         step.args = Content(args)
     if (result := values[field.RESULT]) is not None:
-        step.result = Content(result)
+        step.result = Content(result, verbatim=True)
     if (output := values[field.OUTPUT]) is not None:
         text = str(output)
         step.output_fingerprint = fingerprint(collapse(text))
