@@ -95,3 +95,14 @@ def test_a_long_tool_result_is_keyed_as_received_and_a_short_one_canonically() -
     assert Content(json.dumps(json.loads(result), indent=1)).key == Content(result).key  # arguments: canonical
     assert Content('{"b": 1,  "a": 2}', verbatim=True).key == Content('{"a":2,"b":1}').key  # short: canonical
     assert Content({"pods": list(range(200))}, verbatim=True).key == Content({"pods": list(range(200))}).key
+
+
+def test_json_nested_too_deep_to_parse_is_keyed_as_text() -> None:
+    from mastwatch.collector.normalize import normalize_span
+    from mastwatch.collector.receiver.decode import SpanRecord
+    for depth in (1_000, 1_010, 1_024, 1_030, 100_000):  # past Python's recursion limit, orjson's, or both
+        deep = "[" * depth + "]" * depth
+        assert Content(deep).key == Content(deep).key  # no RecursionError: the text is content like any other
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": deep}
+    step = normalize_span(SpanRecord("svc", b"\1" * 16, b"\2" * 8, b"", "execute_tool t", 1, 2, 0, attrs))
+    assert step.args is not None and isinstance(step.args.key, int)  # the span is kept, not dropped
