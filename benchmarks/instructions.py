@@ -1,14 +1,14 @@
 """Instructions the processor's thread executes per span, counted by valgrind (steady where timings on a shared
 machine are not).
 
-  python benchmarks/instructions.py [--spans 20000]
+  python benchmarks/instructions.py [--spans 20000] [--content]
 
 Runs itself under `valgrind --tool=cachegrind` once per stage over the requests of benchmarks/traffic.py
-(10-span agent runs, decoded up front, ticked as a live server ticks at 40,000 spans/s): decoding alone (the
-baseline), then the processor, then with its Prometheus exporter, then with the store's share of the
-processor's thread too (each verdict's rows encoded and appended to the durable queue; chDB's inserts, on the
-store's own thread, are not counted). Prints decoding's instructions per span (beyond a run that decodes only
-the warm-up's requests) and each later stage's beyond the stage before.
+(10-span agent runs, without content or with `--content` 20 kB tool results; decoded up front, ticked as a live
+server ticks at 40,000 spans/s): decoding alone (the baseline), then the processor, then with its Prometheus
+exporter, then with the store's share of the processor's thread too (each verdict's rows encoded and appended to
+the durable queue; chDB's inserts, on the store's own thread, are not counted). Prints decoding's instructions
+per span (beyond a run that decodes only the warm-up's requests) and each later stage's beyond the stage before.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ STAGES = ("startup", "decode", "processor", "prometheus", "store")
 WARM_BATCHES = 4  # decoded in every stage, the startup one too: the warm-up processor's traffic
 
 
-def _run(stage: str, spans: int) -> None:
+def _run(stage: str, spans: int, content: bool) -> None:
     """One stage, in this process (what valgrind counts)."""
     from mastwatch.collector.config import ProcessorConfig
     from mastwatch.collector.processor import Processor
@@ -64,7 +64,7 @@ def _run(stage: str, spans: int) -> None:
             exporters.append(QueuedRows(path))
         return Processor(ProcessorConfig(), exporters, telemetry)
 
-    bodies = requests(spans, 500)
+    bodies = requests(spans, 500, content=content)
     batches = [decode(body).spans for body in (bodies[:WARM_BATCHES] if stage == "startup" else bodies)]
     with tempfile.TemporaryDirectory() as warm_path, tempfile.TemporaryDirectory() as path:
         warm = processor(warm_path)  # prices looked up, modules loaded: one-time costs left out of every stage
@@ -87,22 +87,24 @@ def _run(stage: str, spans: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spans", type=int, default=20_000)
+    parser.add_argument("--content", action="store_true", help="tool results captured (20 kB each)")
     parser.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)  # the run valgrind counts
     args = parser.parse_args()
     if args.stage:
-        _run(args.stage, args.spans)
+        _run(args.stage, args.spans, args.content)
         return
     counts = {}
     for stage in STAGES:
         with tempfile.NamedTemporaryFile() as out:
             done = subprocess.run(
                 ["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out.name}",
-                 sys.executable, __file__, "--stage", stage, "--spans", str(args.spans)],
+                 sys.executable, __file__, "--stage", stage, "--spans", str(args.spans),
+                 *(["--content"] if args.content else [])],
                 capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=True)
         counts[stage] = int(re.search(r"I\s+refs:\s+([\d,]+)", done.stderr).group(1).replace(",", ""))
     decoding = (counts["decode"] - counts["startup"]) / (args.spans - WARM_BATCHES * 500)
     total = (counts["store"] - counts["decode"]) / args.spans
-    print(f"instructions per span over {args.spans} spans (10-span traces, content off):")
+    print(f"instructions per span over {args.spans} spans (10-span traces, content {'on' if args.content else 'off'}):")
     print(f"  {'decode':>10}: {decoding:9,.0f}  (the baseline: protobuf to span records, no gRPC)")
     for before, stage in itertools.pairwise(STAGES[1:]):
         print(f"  {stage:>10}: {(counts[stage] - counts[before]) / args.spans:9,.0f}")
