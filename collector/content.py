@@ -152,7 +152,8 @@ class Content:
         self._preview: str | None = None
         if _size(raw) > RAW_LIMIT:
             if verbatim and type(raw) is str:
-                self._key, self._preview, self._raw = fingerprint(raw), preview(raw), None
+                self._key, self._preview = _reduced(raw)
+                self._raw = None
             else:
                 self._reduce()
 
