@@ -23,7 +23,7 @@ from .classify.modes import MODES, FailureMode
 from .config import ProcessorConfig
 from .normalize import normalize_span
 from .receiver.decode import SpanRecord
-from .spend import Pricer, Waste
+from .spend import Waste, price
 from .steps import Finding, Step
 from .telemetry import NullTelemetry
 from .verdict import Verdict
@@ -100,7 +100,6 @@ class Processor:
         self.telemetry = telemetry = telemetry or NullTelemetry()
         self.engine = ClassifierEngine(config.detectors, on_detector_error=telemetry.detector_failed,
                                        tools=config.tools, agents=config.agents)
-        self.pricer = Pricer()
         self.assembler = TraceAssembler(
             decision_wait=config.decision_wait, max_age=config.max_trace_age,
             max_spans=config.max_spans_per_trace, max_traces=config.max_traces,
@@ -240,7 +239,7 @@ class Processor:
         waste = waste or Waste()
         for f in findings:
             if f.repeated:
-                waste.add(f.code, f.repeated, trace.llm_steps, self.pricer)
+                waste.add(f.code, f.repeated, trace.llm_steps)
         return waste
 
     def _publish_live(self, trace: Trace, changed: list[Finding]) -> None:
@@ -294,11 +293,11 @@ class Processor:
                             ("cache_write", cache_write)):
                 if n:
                     tokens[(model, kind)] = tokens.get((model, kind), 0) + n
-            price = self.pricer.cost(None if model == "unknown" else model, provider, steps)
-            if price is None:
+            spent = price(None if model == "unknown" else model, provider, steps)
+            if spent is None:
                 unpriced[model] = unpriced.get(model, 0) + len(steps)
             else:
-                cost[model] = cost.get(model, 0.0) + price
+                cost[model] = cost.get(model, 0.0) + spent
         for model, n in unpriced.items():
             self.telemetry.unpriced_calls(model, n)
         return Verdict(

@@ -3,6 +3,8 @@
 Prices are looked up once per model: for models with flat prices the library is asked for the price of
 each token type once and those rates are applied per trace; models with tiered (context-length) prices
 are priced call by call. Unknown models: tokens are counted, the cost is 0 and the call counts as unpriced.
+What a lookup found is kept for the process (every processor shares it, a replay's or an evaluation's too), for
+at most `MODELS_KEPT` names: they come from untrusted spans, and distinct ones must not grow memory without end.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from .steps import LLM, Step, end_time
 
 log = logging.getLogger(__name__)
 MTOK: Final = 1_000_000
+MODELS_KEPT: Final = 4096  # (model, provider) lookups kept; past this the oldest is dropped
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,69 +48,73 @@ class _Model:
     provider: str | None
 
 
-class Pricer:
-    def __init__(self) -> None:
-        self._models: dict[tuple[str, str | None], _Model | None] = {}
+def _lookup(model: str, provider: str | None) -> _Model | None:
+    """What genai-prices knows of a model: its rates when its prices are flat."""
+    # the provider name in spans may not be genai-prices' provider id; a "provider/model" id (LiteLLM,
+    # any-agent) is looked up as that model of that provider
+    candidates = [(model, provider), (model, None)]
+    if "/" in model:
+        prefix, _, name = model.rpartition("/")
+        candidates += [(name, prefix.rpartition("/")[2]), (name, None)]
+    base = None
+    for model_ref, provider_id in dict.fromkeys(candidates):
+        try:
+            base = calc_price(Usage(), model_ref=model_ref, provider_id=provider_id)
+        except LookupError:
+            continue
+        model, provider = model_ref, provider_id
+        break
+    if base is None:
+        log.info("no price known for model %r (provider %r): counted as unpriced", model, provider)
+        return None
+    mp = base.model_price
+    if any(isinstance(getattr(mp, name, None), TieredPrices) for name in
+           ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok")):
+        return _Model(None, model, provider)
 
-    def _resolve(self, model: str, provider: str | None) -> _Model | None:
-        key = (model, provider)
-        if key in self._models:
-            return self._models[key]
-        resolved: _Model | None = None
-        # the provider name in spans may not be genai-prices' provider id; a "provider/model" id (LiteLLM,
-        # any-agent) is looked up as that model of that provider
-        candidates = [(model, provider), (model, None)]
-        if "/" in model:
-            prefix, _, name = model.rpartition("/")
-            candidates += [(name, prefix.rpartition("/")[2]), (name, None)]
-        base = None
-        candidates = list(dict.fromkeys(candidates))
-        for model_ref, provider_id in candidates:
-            try:
-                base = calc_price(Usage(), model_ref=model_ref, provider_id=provider_id)
-            except LookupError:
-                continue
-            model, provider = model_ref, provider_id
-            break
-        if base is not None:
-            mp = base.model_price
-            if any(isinstance(getattr(mp, name, None), TieredPrices) for name in
-                   ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok")):
-                resolved = _Model(None, model, provider)
-            else:
-                def rate(**tokens: int) -> float:
-                    price = calc_price(Usage(**tokens), model_ref=model, provider_id=provider).total_price
-                    return float(price - base.total_price) / MTOK
+    def rate(**tokens: int) -> float:
+        price = calc_price(Usage(**tokens), model_ref=model, provider_id=provider).total_price
+        return float(price - base.total_price) / MTOK
 
-                resolved = _Model(Rates(
-                    input=rate(input_tokens=MTOK), output=rate(output_tokens=MTOK),
-                    cache_read=rate(input_tokens=MTOK, cache_read_tokens=MTOK),
-                    cache_write=rate(input_tokens=MTOK, cache_write_tokens=MTOK),
-                    per_call=float(base.total_price)), model, provider)
-        else:
-            log.info("no price known for model %r (provider %r): counted as unpriced", model, provider)
-        self._models[key] = resolved
-        return resolved
+    return _Model(Rates(
+        input=rate(input_tokens=MTOK), output=rate(output_tokens=MTOK),
+        cache_read=rate(input_tokens=MTOK, cache_read_tokens=MTOK),
+        cache_write=rate(input_tokens=MTOK, cache_write_tokens=MTOK),
+        per_call=float(base.total_price)), model, provider)
 
-    def cost(self, model: str | None, provider: str | None, steps: Iterable[Step]) -> float | None:
-        """Price of these inference calls of one model; None when the model has no known price."""
-        resolved = self._resolve(model, provider) if model else None
-        if resolved is None:
-            return None
-        if resolved.rates is not None:
-            i = o = cr = cw = n = 0
-            for s in steps:
-                i += s.input_tokens
-                o += s.output_tokens
-                cr += s.cache_read_tokens
-                cw += s.cache_write_tokens
-                n += 1
-            return resolved.rates.cost(i, o, cr, cw, n)
-        return sum(float(calc_price(Usage(input_tokens=s.input_tokens, output_tokens=s.output_tokens,
-                                          cache_read_tokens=s.cache_read_tokens,
-                                          cache_write_tokens=s.cache_write_tokens),
-                                    model_ref=resolved.model_ref, provider_id=resolved.provider).total_price)
-                   for s in steps)
+
+_KNOWN: Final[dict[tuple[str, str | None], _Model | None]] = {}  # lookups done, oldest first
+
+
+def _resolve(model: str, provider: str | None) -> _Model | None:
+    key = (model, provider)
+    if key in _KNOWN:
+        return _KNOWN[key]
+    if len(_KNOWN) >= MODELS_KEPT:
+        del _KNOWN[next(iter(_KNOWN))]
+    resolved = _KNOWN[key] = _lookup(model, provider)
+    return resolved
+
+
+def price(model: str | None, provider: str | None, steps: Iterable[Step]) -> float | None:
+    """Price of these inference calls of one model; None when the model has no known price."""
+    resolved = _resolve(model, provider) if model else None
+    if resolved is None:
+        return None
+    if resolved.rates is not None:
+        i = o = cr = cw = n = 0
+        for s in steps:
+            i += s.input_tokens
+            o += s.output_tokens
+            cr += s.cache_read_tokens
+            cw += s.cache_write_tokens
+            n += 1
+        return resolved.rates.cost(i, o, cr, cw, n)
+    return sum(float(calc_price(Usage(input_tokens=s.input_tokens, output_tokens=s.output_tokens,
+                                      cache_read_tokens=s.cache_read_tokens,
+                                      cache_write_tokens=s.cache_write_tokens),
+                                model_ref=resolved.model_ref, provider_id=resolved.provider).total_price)
+               for s in steps)
 
 
 def producer(step: Step, llm_steps: list[Step]) -> Step | None:
@@ -173,7 +180,7 @@ class Waste:
     def token_total(self, kind: str) -> int:
         return sum(v for (_, t), v in self.tokens.items() if t == kind)
 
-    def add(self, code: str, repeated: list[Step], llm_steps: list[Step], pricer: Pricer) -> None:
+    def add(self, code: str, repeated: list[Step], llm_steps: list[Step]) -> None:
         """Account for the repeated steps of finding `code` not yet accounted (its list only grows)."""
         for step in repeated[self.accounted.get(code, 0):]:
             tool = step.tool if step.tool is not None else "(model output)"
@@ -189,8 +196,8 @@ class Waste:
             for kind, n in tokens:
                 if n:
                     self.tokens[(model, kind)] = self.tokens.get((model, kind), 0) + n
-            price = pricer.cost(llm.model, llm.provider, (llm,))
-            if price:
-                self.cost[model] = self.cost.get(model, 0.0) + price
-            self.steps.append(RepeatedStep(code, step, tool, model, tokens, price or 0.0))
+            cost = price(llm.model, llm.provider, (llm,))
+            if cost:
+                self.cost[model] = self.cost.get(model, 0.0) + cost
+            self.steps.append(RepeatedStep(code, step, tool, model, tokens, cost or 0.0))
         self.accounted[code] = len(repeated)

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from genai_prices import Usage, calc_price
 
-from mastwatch.collector.spend import Pricer, Waste, producer
+from mastwatch.collector import spend
+from mastwatch.collector.spend import Waste, producer
 from mastwatch.collector.steps import Step, StepKind
 
 _ids = itertools.count(1)
@@ -29,7 +30,7 @@ def tool(start: int, parent: bytes = b"\x01", name: str = "search") -> Step:
     return make_step(StepKind.TOOL, start, start + 1, parent, tool=name)
 
 
-def price(model: str, provider: str | None, s: Step) -> float:
+def reference(model: str, provider: str | None, s: Step) -> float:
     usage = Usage(input_tokens=s.input_tokens, output_tokens=s.output_tokens, cache_read_tokens=s.cache_read_tokens,
                   cache_write_tokens=s.cache_write_tokens)
     return float(calc_price(usage, model_ref=model, provider_id=provider).total_price)
@@ -37,37 +38,37 @@ def price(model: str, provider: str | None, s: Step) -> float:
 
 def test_flat_price_matches_genai_prices() -> None:
     calls = [llm(12_000, 800, cache_read=9_000), llm(3_000, 150), llm(40_000, 2_000, cache_read=38_000)]
-    cost = Pricer().cost("gpt-4.1-mini", "openai", calls)
+    cost = spend.price("gpt-4.1-mini", "openai", calls)
     assert cost is not None and cost > 0
-    assert cost == pytest.approx(sum(price("gpt-4.1-mini", "openai", s) for s in calls), abs=1e-9)
+    assert cost == pytest.approx(sum(reference("gpt-4.1-mini", "openai", s) for s in calls), abs=1e-9)
     # cache reads are cheaper than uncached input: the same call without them costs more
-    assert cost < Pricer().cost("gpt-4.1-mini", "openai", [llm(12_000, 800), llm(3_000, 150), llm(40_000, 2_000)])
+    assert cost < spend.price("gpt-4.1-mini", "openai", [llm(12_000, 800), llm(3_000, 150), llm(40_000, 2_000)])
 
 
 def test_tiered_price_is_per_call() -> None:
     calls = [llm(10_000, 500, model="gemini-2.5-pro"), llm(250_000, 1_000, model="gemini-2.5-pro")]
-    cost = Pricer().cost("gemini-2.5-pro", "google", calls)
-    per_call = [price("gemini-2.5-pro", "google", s) for s in calls]
+    cost = spend.price("gemini-2.5-pro", "google", calls)
+    per_call = [reference("gemini-2.5-pro", "google", s) for s in calls]
     assert cost == pytest.approx(sum(per_call), abs=1e-9)
     # the call above 200k input tokens is priced at the higher tier, not at the first call's rates
-    assert per_call[1] > 25 * price("gemini-2.5-pro", "google", llm(10_000, 40))
+    assert per_call[1] > 25 * reference("gemini-2.5-pro", "google", llm(10_000, 40))
 
 
 def test_unknown_model_is_unpriced() -> None:
-    assert Pricer().cost("no-such-model-xyz", "openai", [llm(100, 10)]) is None
-    assert Pricer().cost(None, None, [llm(100, 10)]) is None
+    assert spend.price("no-such-model-xyz", "openai", [llm(100, 10)]) is None
+    assert spend.price(None, None, [llm(100, 10)]) is None
 
 
 def test_unknown_provider_still_prices_a_known_model() -> None:
     calls = [llm(5_000, 300)]
-    assert Pricer().cost("gpt-4.1-mini", "my-gateway", calls) == pytest.approx(
-        Pricer().cost("gpt-4.1-mini", "openai", calls), abs=1e-12)
+    assert spend.price("gpt-4.1-mini", "my-gateway", calls) == pytest.approx(
+        spend.price("gpt-4.1-mini", "openai", calls), abs=1e-12)
 
 
 def test_provider_prefixed_model_id_is_priced() -> None:
     calls = [llm(5_000, 300, model="mistral/mistral-small-latest")]  # any-agent / LiteLLM form
-    cost = Pricer().cost("mistral/mistral-small-latest", None, calls)
-    assert cost == pytest.approx(price("mistral-small-latest", "mistral", calls[0]), abs=1e-12) and cost > 0
+    cost = spend.price("mistral/mistral-small-latest", None, calls)
+    assert cost == pytest.approx(reference("mistral-small-latest", "mistral", calls[0]), abs=1e-12) and cost > 0
 
 
 def test_producer_is_latest_call_ended_before_the_tool() -> None:
@@ -87,10 +88,10 @@ def test_waste_counts_a_producer_once() -> None:
     model_call = llm(1_000, 100, start=0, end=10)
     parallel = [tool(11, name="search"), tool(11, name="lookup")]  # one model call asked for both
     waste = Waste()
-    waste.add("FM-1.3", parallel, [model_call], Pricer())
+    waste.add("FM-1.3", parallel, [model_call])
     assert waste.repeated_by_tool == {"search": 1, "lookup": 1} and waste.repeated_steps == 2
     assert waste.token_total("input") == 1_000 and waste.token_total("output") == 100
-    assert waste.cost["gpt-4.1-mini"] == pytest.approx(price("gpt-4.1-mini", "openai", model_call), abs=1e-12)
+    assert waste.cost["gpt-4.1-mini"] == pytest.approx(reference("gpt-4.1-mini", "openai", model_call), abs=1e-12)
     # step by step: the first step the call produced carries its tokens and cost, the second nothing
     first, second = waste.steps
     assert (first.step, first.tool, first.model, dict(first.tokens)) == (
@@ -104,10 +105,10 @@ def test_waste_is_incremental() -> None:
     calls = [llm(1_000 * (i + 1), 10 * (i + 1), cache_read=100 * i, start=20 * i, end=20 * i + 5) for i in range(4)]
     repeated = [tool(20 * i + 6) for i in range(4)]
     once = Waste()
-    once.add("FM-1.3", repeated, calls, Pricer())
+    once.add("FM-1.3", repeated, calls)
     twice = Waste()
-    twice.add("FM-1.3", repeated[:2], calls, Pricer())
-    twice.add("FM-1.3", repeated, calls, Pricer())
+    twice.add("FM-1.3", repeated[:2], calls)
+    twice.add("FM-1.3", repeated, calls)
     assert (twice.repeated_by_tool, twice.tokens, twice.producers) == (once.repeated_by_tool, once.tokens,
                                                                        once.producers)
     assert twice.cost == pytest.approx(once.cost) and once.repeated_steps == 4
@@ -116,3 +117,14 @@ def test_waste_is_incremental() -> None:
     for kind in ("input", "output", "cache_read", "cache_write"):  # the steps' figures add up to the totals
         assert sum(dict(r.tokens)[kind] for r in once.steps) == once.token_total(kind)
     assert sum(r.cost_usd for r in once.steps) == pytest.approx(sum(once.cost.values()))
+
+
+def test_model_lookups_are_bounded() -> None:
+    """Model names come from spans: a stream of distinct ones keeps the newest MODELS_KEPT lookups only."""
+    names = [f"no-such-model-{i}" for i in range(spend.MODELS_KEPT + 10)]
+    for name in names:
+        assert spend.price(name, None, [llm(100, 10)]) is None
+    assert len(spend._KNOWN) == spend.MODELS_KEPT
+    assert (names[0], None) not in spend._KNOWN and (names[-1], None) in spend._KNOWN
+    assert spend.price("gpt-4.1-mini", "openai", [llm(100, 10)]) == pytest.approx(  # looked up again
+        reference("gpt-4.1-mini", "openai", llm(100, 10)), abs=1e-12)
