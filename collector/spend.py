@@ -10,6 +10,7 @@ at most `MODELS_KEPT` names: they come from untrusted spans, and distinct ones m
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from .steps import LLM, Step, end_time
 
 log = logging.getLogger(__name__)
 MTOK: Final = 1_000_000
-MODELS_KEPT: Final = 4096  # (model, provider) lookups kept; past this the oldest is dropped
+MODELS_KEPT: Final = 4096  # (model, provider) lookups kept; past this the least recently used is dropped
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,17 +84,7 @@ def _lookup(model: str, provider: str | None) -> _Model | None:
         per_call=float(base.total_price)), model, provider)
 
 
-_KNOWN: Final[dict[tuple[str, str | None], _Model | None]] = {}  # lookups done, oldest first
-
-
-def _resolve(model: str, provider: str | None) -> _Model | None:
-    key = (model, provider)
-    if key in _KNOWN:
-        return _KNOWN[key]
-    if len(_KNOWN) >= MODELS_KEPT:
-        del _KNOWN[next(iter(_KNOWN))]
-    resolved = _KNOWN[key] = _lookup(model, provider)
-    return resolved
+_resolve: Final = functools.lru_cache(maxsize=MODELS_KEPT)(_lookup)
 
 
 def price(model: str | None, provider: str | None, steps: Iterable[Step]) -> float | None:

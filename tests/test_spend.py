@@ -120,11 +120,15 @@ def test_waste_is_incremental() -> None:
 
 
 def test_model_lookups_are_bounded() -> None:
-    """Model names come from spans: a stream of distinct ones keeps the newest MODELS_KEPT lookups only."""
+    """Model names come from spans: a stream of distinct ones keeps the last MODELS_KEPT lookups only."""
     names = [f"no-such-model-{i}" for i in range(spend.MODELS_KEPT + 10)]
     for name in names:
         assert spend.price(name, None, [llm(100, 10)]) is None
-    assert len(spend._KNOWN) == spend.MODELS_KEPT
-    assert (names[0], None) not in spend._KNOWN and (names[-1], None) in spend._KNOWN
-    assert spend.price("gpt-4.1-mini", "openai", [llm(100, 10)]) == pytest.approx(  # looked up again
+    assert spend._resolve.cache_info().currsize == spend.MODELS_KEPT
+    misses = spend._resolve.cache_info().misses
+    spend.price(names[-1], None, [llm(100, 10)])  # kept
+    assert spend._resolve.cache_info().misses == misses
+    spend.price(names[0], None, [llm(100, 10)])  # dropped: looked up again
+    assert spend._resolve.cache_info().misses == misses + 1
+    assert spend.price("gpt-4.1-mini", "openai", [llm(100, 10)]) == pytest.approx(
         reference("gpt-4.1-mini", "openai", llm(100, 10)), abs=1e-12)
