@@ -201,7 +201,8 @@ def annotator_agreement(labels_dir: Path) -> dict[str, Any]:
 
 def without_content(spans: Iterable[SpanRecord]) -> list[SpanRecord]:
     return [s._replace(attributes={k: v for k, v in s.attributes.items()
-                                   if k not in CONTENT_KEYS and not k.startswith(CONTENT_PREFIXES)}) for s in spans]
+                                   if k not in CONTENT_KEYS and not k.startswith(CONTENT_PREFIXES)}, key_marks=-1)
+            for s in spans]
 
 
 def _corpus_module(labels_dir: Path) -> Any:

@@ -486,6 +486,30 @@ def test_status_message_and_last_exception_event_are_added() -> None:
                                                  exception_escaped=value))), expect_error=False)
 
 
+def test_key_marks_are_those_of_the_keys_kept() -> None:
+    """A record's key marks are the OR of its attribute keys' (normalize.span.KEY_MARKS), the keys added from the
+    status and the exception event counted, keys left out not, whether a key is shared, long or seen again."""
+    long_key = "gen_ai." + "x" * 80  # longer than the decoder shares
+    marks = {"gen_ai.tool.name": 1, "error.type": 2, "exception.type": 4, long_key: 8, "gen_ai.prompt": 16,
+             "otel.status_description": 32}
+    span = span_bytes(ld(9, kv("gen_ai.tool.name", sv("t"))) + ld(9, kv(long_key, sv("v"))) +
+                      ld(9, kv("gen_ai.prompt", sv("left out"))) + ld(9, kv("other", sv("o"))) +
+                      exc_event(exception_type=sv("TimeoutError")))
+    plain = span_bytes(ld(9, kv("other", sv("o"))))
+    try:
+        decode_mod._configure_c(UNREAD_KEYS, UNREAD_PREFIXES, PREVIEW_CHARS, marks)
+        for _ in range(2):  # the second time from the shared keys
+            records = decode(request(span, plain, span)).spans
+            assert [r.key_marks for r in records] == [1 | 4 | 8, 0, 1 | 4 | 8]
+        with pytest.raises(TypeError):
+            decode_mod._configure_c((), (), PREVIEW_CHARS, [("k", 1)])
+    finally:
+        decode_mod._configure_c(UNREAD_KEYS, UNREAD_PREFIXES, PREVIEW_CHARS, normalize_pkg.span.KEY_MARKS)
+    (record,) = decode(request(span)).spans
+    assert record.key_marks == normalize_pkg.span.key_marks(record.attributes) > 0
+    assert normalize_span(record) == normalize_span(record._replace(key_marks=-1))  # -1: scanned instead
+
+
 def test_added_strings_are_cut_to_the_preview_length() -> None:
     for lead in (PREVIEW_CHARS - 2, PREVIEW_CHARS - 1, PREVIEW_CHARS, PREVIEW_CHARS + 1):
         for char in ("a", "é", "✓", "🦀"):
@@ -716,6 +740,7 @@ def test_other_record_types() -> None:
         g: Any
         h: Any
         i: Any
+        j: Any
 
     data = request(span_bytes(), attr_span(kv("k", AnyValue(int_value=1))), resource=service_resource(None))
     want = [tuple(r) for r in decode_python(data).spans]

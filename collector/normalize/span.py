@@ -84,14 +84,15 @@ def _finish_reasons(finish: Any) -> tuple[str, ...]:
         return tuple(_canonical(str(f)) for f in key)
 
 
-# One pass over a span's attribute keys tells which conventions read it and which of genai's optional keys it
-# has. The conventions that read a span are those with a marker among its keys: each marker names its
-# convention's bit, and every combination of those bits its readers, in CONVENTIONS order. Above those bits, each
-# optional key sets its bit of `genai.OPTIONAL`, which `genai.read` finds in `Draft.present`.
+# A span's key marks (the OR of its attribute keys' marks) tell which conventions read it and which of genai's
+# optional keys it has. The conventions that read a span are those with a marker among its keys: each marker
+# names its convention's bit, and every combination of those bits its readers, in CONVENTIONS order. Above those
+# bits, each optional key sets its bit of `genai.OPTIONAL`, which `genai.read` finds in `Draft.present`. The
+# decoder ORs them as it reads the keys (SpanRecord.key_marks); a record made otherwise is scanned here.
 _CONVENTION_BITS: Final = (1 << len(CONVENTIONS)) - 1
 
 
-def _key_bits() -> dict[str, int]:
+def _key_marks() -> dict[str, int]:
     bits: dict[str, int] = {}
     for i, convention in enumerate(CONVENTIONS):
         for marker in convention.MARKERS:
@@ -101,15 +102,16 @@ def _key_bits() -> dict[str, int]:
     return bits
 
 
-_KEY_BITS: Final = _key_bits()
+KEY_MARKS: Final = _key_marks()
 _READERS: Final[list[tuple[Any, ...]]] = [tuple(c.read for i, c in enumerate(CONVENTIONS) if bits & (1 << i))
                                           for bits in range(1 << len(CONVENTIONS))]
 
 
-def _key_scan(attrs: dict[str, Any]) -> int:
+def key_marks(attrs: dict[str, Any]) -> int:
+    """The OR of the marks of the keys of `attrs`."""
     bits = 0
     for key in attrs:
-        bit = _KEY_BITS.get(key)
+        bit = KEY_MARKS.get(key)
         if bit is not None:
             bits |= bit
     return bits
@@ -141,8 +143,9 @@ def _failure(step: Step, attrs: dict[str, Any], status_error: bool, error_type: 
 
 
 def normalize_span(span: SpanRecord) -> Step:
-    service, trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, attrs = span
-    bits = _key_scan(attrs)
+    service, trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, attrs, bits = span
+    if bits < 0:  # not marked by the decoder
+        bits = key_marks(attrs)
     draft = Draft(bits >> len(CONVENTIONS))
     for read in _READERS[bits & _CONVENTION_BITS]:
         read(attrs, name, draft)

@@ -3,8 +3,9 @@
  *
  * decode_request(data, record_type) -> (records, rejected) gives exactly what decode.decode_python(data)
  * gives (the protobuf runtime, upb): records are record_type(service, trace_id, span_id, parent_span_id,
- * name, start_ns, end_ns, status_code, attributes) in wire order, spans with invalid ids are counted and
- * left out, and input that upb refuses raises ValueError.
+ * name, start_ns, end_ns, status_code, attributes, key_marks) in wire order, spans with invalid ids are
+ * counted and left out, and input that upb refuses raises ValueError. key_marks: the OR of the marks
+ * configure() gives the keys of the attribute dict (those added from the status and events too).
  *
  * What is matched of upb (checked differentially by tests/test_decode.py):
  *  - every field the schema (opentelemetry-proto v1) knows is checked even where its value is not used:
@@ -27,14 +28,14 @@
  * event, only those three attributes are made into values (parse_kv); the others are checked (check_msg).
  *
  * Attributes left out: span attributes whose key is one of the keys, or starts with one of the prefixes,
- * given by configure(keys, prefixes, chars) (decode.py passes UNREAD_KEYS / UNREAD_PREFIXES at import, as
- * decode_python leaves them out too) are not put in the attribute dict. The key is matched on its raw bytes
+ * given by configure(keys, prefixes, chars, marks) (decode.py passes UNREAD_KEYS / UNREAD_PREFIXES at import,
+ * as decode_python leaves them out too) are not put in the attribute dict. The key is matched on its raw bytes
  * (the last key occurrence of the KeyValue, wherever it is) before anything is made of the value, which is
  * then only checked as upb checks it (framing, UTF-8, depth), so what is refused stays the same.
  *
- * Record construction: when record_type is a tuple subclass with 9 _fields (a NamedTuple, which cannot
+ * Record construction: when record_type is a tuple subclass with 10 _fields (a NamedTuple, which cannot
  * override __new__), the instance is allocated with tp_alloc and filled in place (what tuple.__new__
- * does for a subclass); any other record_type is called with the 9 values.
+ * does for a subclass); any other record_type is called with the 10 values.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -43,6 +44,7 @@
 #include <string.h>
 
 #define MAX_DEPTH 100
+#define RECORD_FIELDS 10
 
 typedef const unsigned char *cptr;
 
@@ -58,7 +60,33 @@ enum { ADD_EXC_TYPE, ADD_EXC_MESSAGE, ADD_EXC_ESCAPED, ADD_STATUS, ADD_COUNT };
 static const char *const ADDED_KEYS[ADD_COUNT] = {"exception.type", "exception.message", "exception.escaped",
                                                   "otel.status_description"};
 static PyObject *added_keys[ADD_COUNT]; /* their str */
+static uint64_t added_key_marks[ADD_COUNT]; /* their key marks (see marks_of) */
 static Py_ssize_t added_chars = PY_SSIZE_T_MAX; /* strings added are cut to this many characters */
+
+#define SHARED_SLOTS 2048 /* a power of two */
+#define SHARED_MAX_BYTES 64
+static PyObject *shared_keys[SHARED_SLOTS]; /* see shared_text */
+static uint64_t shared_key_marks[SHARED_SLOTS]; /* the marks of shared_keys[i] */
+static PyObject *shared_texts[SHARED_SLOTS];
+
+/* Key marks: the bits configure's `marks` dict gives an attribute key (0 for a key it lacks). A span record's
+ * marks are those of its attribute keys, OR-ed: which keys normalisation looks for the span has, told once
+ * here, where each distinct key is looked up once (shared_text), instead of for every span downstream. */
+static PyObject *key_marks; /* dict: str -> int, or NULL */
+
+static uint64_t
+marks_of(PyObject *key)
+{
+    if (key_marks == NULL) {
+        return 0;
+    }
+    PyObject *v = PyDict_GetItemWithError(key_marks, key); /* exact str keys: no error but memory */
+    if (v == NULL || !PyLong_Check(v)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return PyLong_AsUnsignedLongLongMask(v);
+}
 
 /* ---------------------------------------------------------------- errors ---- */
 
@@ -542,13 +570,18 @@ index_names(const Name *names, Py_ssize_t count, uint16_t *first)
     first[256] = (uint16_t)count;
 }
 
-/* configure(keys, prefixes, chars): the span attributes to leave out from now on, and the length strings
- * added from the status and events are cut to. */
+/* configure(keys, prefixes, chars[, marks]): the span attributes to leave out from now on, the length strings
+ * added from the status and events are cut to, and the key marks (a dict of str keys to int bits; when not
+ * given, those configured before stay). */
 static PyObject *
 configure(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "configure(keys, prefixes, chars) takes 3 arguments");
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "configure(keys, prefixes, chars[, marks]) takes 3 or 4 arguments");
+        return NULL;
+    }
+    if (nargs == 4 && !PyDict_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "configure(): marks must be a dict of str to int");
         return NULL;
     }
     Py_ssize_t chars = PyNumber_AsSsize_t(args[2], PyExc_OverflowError);
@@ -627,6 +660,15 @@ configure(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         *min = names[i].n < *min ? names[i].n : *min;
     }
     added_chars = chars;
+    if (nargs == 4) {
+        Py_XSETREF(key_marks, Py_NewRef(args[3]));
+        for (int i = 0; i < SHARED_SLOTS; i++) { /* their marks are looked up again */
+            Py_CLEAR(shared_keys[i]);
+        }
+        for (int i = 0; i < ADD_COUNT; i++) {
+            added_key_marks[i] = marks_of(added_keys[i]);
+        }
+    }
     Py_DECREF(seqs[0]);
     Py_DECREF(seqs[1]);
     Py_RETURN_NONE;
@@ -691,35 +733,50 @@ hex_str(cptr s, Py_ssize_t n)
  * table keyed by a hash of its bytes (a colliding one takes the slot over). Keys are interned, so they are the
  * very objects compiled code compares them with; names and values are not (an id interned would stay for good
  * where interning immortalises, as in early Python 3.12 releases). Only short ASCII text is kept (a slot's length
- * in characters is its length in bytes). The GIL guards the tables, as it does every object made here. */
-#define SHARED_SLOTS 2048 /* a power of two */
-#define SHARED_MAX_BYTES 64
-static PyObject *shared_keys[SHARED_SLOTS];
-static PyObject *shared_texts[SHARED_SLOTS];
-
+ * in characters is its length in bytes). The GIL guards the tables, as it does every object made here.
+ * A str of the UTF-8 in [p, p + n) (new reference); with `marks` (keys), its key marks too. */
 static PyObject *
-shared_text(PyObject **table, int intern, cptr p, Py_ssize_t n)
+shared_text(PyObject **table, int intern, cptr p, Py_ssize_t n, uint64_t *marks)
 {
+    PyObject *s;
     if (n > SHARED_MAX_BYTES || n == 0) {
-        return PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+        s = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+        if (s != NULL && marks != NULL) {
+            *marks = marks_of(s);
+        }
+        return s;
     }
     uint32_t h = 2166136261u; /* FNV-1a */
     for (Py_ssize_t i = 0; i < n; i++) {
         h = (h ^ p[i]) * 16777619u;
     }
-    PyObject **slot = &table[h & (SHARED_SLOTS - 1)];
-    PyObject *s = *slot;
+    size_t i = h & (SHARED_SLOTS - 1);
+    PyObject **slot = &table[i];
+    s = *slot;
     if (s != NULL && PyUnicode_GET_LENGTH(s) == n && memcmp(PyUnicode_1BYTE_DATA(s), p, (size_t)n) == 0) {
         Py_INCREF(s);
+        if (marks != NULL) {
+            *marks = shared_key_marks[i];
+        }
         return s;
     }
     s = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
-    if (s != NULL && PyUnicode_IS_ASCII(s)) {
+    if (s == NULL) {
+        return NULL;
+    }
+    uint64_t m = marks != NULL ? marks_of(s) : 0;
+    if (PyUnicode_IS_ASCII(s)) {
         if (intern) {
             PyUnicode_InternInPlace(&s);
         }
         Py_INCREF(s);
         Py_XSETREF(*slot, s);
+        if (marks != NULL) {
+            shared_key_marks[i] = m;
+        }
+    }
+    if (marks != NULL) {
+        *marks = m;
     }
     return s;
 }
@@ -729,6 +786,7 @@ typedef struct {
     Py_ssize_t keylen;
     PyObject *keyobj;  /* its str (owned), NULL if no key was given or the attribute is left out */
     PyObject *value;   /* owned, converted value (None when unset); NULL when the attribute is left out */
+    uint64_t marks;    /* the key marks of keyobj */
 } KV;
 
 /* A KeyValue (contents in [p, end)); on success kv holds new references. With may_leave_out (span
@@ -745,6 +803,7 @@ parse_kv(Dec *d, KV *kv, cptr p, cptr end, int may_leave_out)
     kv->keylen = 0;
     kv->keyobj = NULL;
     kv->value = NULL;
+    kv->marks = 0;
     if (--d->depth < 0) {
         fail("nesting too deep");
         return -1;
@@ -772,7 +831,7 @@ parse_kv(Dec *d, KV *kv, cptr p, cptr end, int may_leave_out)
                 Py_CLEAR(kv->keyobj);
             }
             else {
-                PyObject *k = shared_text(shared_keys, 1, p, n);
+                PyObject *k = shared_text(shared_keys, 1, p, n, &kv->marks);
                 if (!k) {
                     utf8_error();
                     goto error;
@@ -836,9 +895,9 @@ error:
 }
 
 /* Repeated KeyValue field contents into a dict (later keys win); span attributes (may_leave_out) left out
- * are not put in. */
+ * are not put in. With `marks`, the key marks of what is put in are OR-ed into it. */
 static int
-kv_into_dict(Dec *d, PyObject *dict, cptr p, cptr end, int may_leave_out)
+kv_into_dict(Dec *d, PyObject *dict, cptr p, cptr end, int may_leave_out, uint64_t *marks)
 {
     KV kv;
     if (parse_kv(d, &kv, p, end, may_leave_out) < 0) {
@@ -846,6 +905,9 @@ kv_into_dict(Dec *d, PyObject *dict, cptr p, cptr end, int may_leave_out)
     }
     if (kv.value == NULL) {
         return 0;
+    }
+    if (marks != NULL) {
+        *marks |= kv.marks;
     }
     PyObject *key = kv.keyobj;
     if (key == NULL) {
@@ -880,7 +942,7 @@ feed_any(Dec *d, AnyState *av, cptr p, cptr end)
             if (!p) {
                 return -1;
             }
-            o = shared_text(shared_texts, 0, p, n);
+            o = shared_text(shared_texts, 0, p, n, NULL);
             if (!o) {
                 utf8_error();
                 return -1;
@@ -1012,7 +1074,7 @@ feed_any(Dec *d, AnyState *av, cptr p, cptr end)
                     if (!q) {
                         return -1;
                     }
-                    if (kv_into_dict(d, av->obj, q, q + m, 0) < 0) {
+                    if (kv_into_dict(d, av->obj, q, q + m, 0, NULL) < 0) {
                         return -1;
                     }
                     q += m;
@@ -1246,7 +1308,7 @@ utf8_head(cptr s, Py_ssize_t n, Py_ssize_t chars)
 /* Add the values of the last exception event and the status message to a span's attributes (each under a
  * name it has no attribute of), as decode_python does. exc[] is borrowed; status may be NULL. */
 static int
-add_failure(PyObject *attrs, PyObject **exc, cptr status, Py_ssize_t status_len)
+add_failure(PyObject *attrs, PyObject **exc, cptr status, Py_ssize_t status_len, uint64_t *marks)
 {
     for (int i = 0; i < ADD_COUNT; i++) {
         PyObject *v;
@@ -1277,6 +1339,7 @@ add_failure(PyObject *attrs, PyObject **exc, cptr status, Py_ssize_t status_len)
         if (!r) {
             return -1;
         }
+        *marks |= added_key_marks[i];
     }
     return 0;
 }
@@ -1286,17 +1349,17 @@ make_record(Out *out, PyObject **items)
 {
     if (out->fast_record) {
         PyTypeObject *tp = (PyTypeObject *)out->record_type;
-        PyObject *r = tp->tp_alloc(tp, 9);
+        PyObject *r = tp->tp_alloc(tp, RECORD_FIELDS);
         if (!r) {
             return NULL;
         }
-        for (int i = 0; i < 9; i++) {
+        for (int i = 0; i < RECORD_FIELDS; i++) {
             Py_INCREF(items[i]);
             PyTuple_SET_ITEM(r, i, items[i]);
         }
         return r;
     }
-    return PyObject_Vectorcall(out->record_type, items, 9, NULL);
+    return PyObject_Vectorcall(out->record_type, items, RECORD_FIELDS, NULL);
 }
 
 /* A Span (contents in [p, end)). */
@@ -1311,6 +1374,7 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
     Py_ssize_t status_msg_len = 0;
     PyObject *exc[EXC_COUNT] = {NULL}; /* of the last exception event */
     PyObject *name = NULL;
+    uint64_t marks = 0; /* of the attribute keys */
     PyObject *attrs = PyDict_New();
     if (!attrs) {
         return -1;
@@ -1362,7 +1426,7 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
             if (!(p = rd_len(p, end, &n))) {
                 goto error;
             }
-            PyObject *s = shared_text(shared_texts, 0, p, n);
+            PyObject *s = shared_text(shared_texts, 0, p, n, NULL);
             if (!s) {
                 utf8_error();
                 goto error;
@@ -1388,7 +1452,7 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
             p += 8;
             break;
         case (9 << 3) | 2:
-            if (!(p = rd_len(p, end, &n)) || kv_into_dict(d, attrs, p, p + n, 1) < 0) {
+            if (!(p = rd_len(p, end, &n)) || kv_into_dict(d, attrs, p, p + n, 1, &marks) < 0) {
                 goto error;
             }
             p += n;
@@ -1464,7 +1528,7 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
         clear_objects(exc, EXC_COUNT);
         return 0;
     }
-    if (add_failure(attrs, exc, status_msg, status_msg_len) < 0) {
+    if (add_failure(attrs, exc, status_msg, status_msg_len, &marks) < 0) {
         goto error;
     }
     clear_objects(exc, EXC_COUNT);
@@ -1474,19 +1538,20 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
             goto error;
         }
     }
-    PyObject *items[9] = {service, NULL, NULL, NULL, name, NULL, NULL, NULL, attrs};
+    PyObject *items[RECORD_FIELDS] = {service, NULL, NULL, NULL, name, NULL, NULL, NULL, attrs, NULL};
     items[1] = shared_id(out->trace_ids, 1, trace_id, 16);
     items[2] = shared_id(out->parent_ids, 0, span_id, 8);
     items[3] = parent_len ? shared_id(out->parent_ids, 1, parent, parent_len) : PyBytes_FromStringAndSize(NULL, 0);
     items[5] = PyLong_FromUnsignedLongLong(start);
     items[6] = PyLong_FromUnsignedLongLong(stop);
     items[7] = PyLong_FromLong(code);
+    items[9] = PyLong_FromUnsignedLongLong(marks);
     PyObject *rec = NULL;
-    if (items[1] && items[2] && items[3] && items[5] && items[6] && items[7]) {
+    if (items[1] && items[2] && items[3] && items[5] && items[6] && items[7] && items[9]) {
         rec = make_record(out, items);
     }
-    for (int i = 1; i < 8; i++) {
-        if (i != 4) {
+    for (int i = 1; i < RECORD_FIELDS; i++) {
+        if (i != 4 && i != 8) {
             Py_XDECREF(items[i]);
         }
     }
@@ -1650,7 +1715,7 @@ parse_request(Dec *d, Out *out, cptr p, cptr end)
 /* ---------------------------------------------------------------- module ---- */
 
 static int
-is_namedtuple9(PyObject *t)
+is_record_namedtuple(PyObject *t)
 {
     if (!PyType_Check(t) || !PyType_IsSubtype((PyTypeObject *)t, &PyTuple_Type)) {
         return 0;
@@ -1660,7 +1725,7 @@ is_namedtuple9(PyObject *t)
         PyErr_Clear();
         return 0;
     }
-    int ok = PyTuple_Check(fields) && PyTuple_GET_SIZE(fields) == 9;
+    int ok = PyTuple_Check(fields) && PyTuple_GET_SIZE(fields) == RECORD_FIELDS;
     Py_DECREF(fields);
     return ok;
 }
@@ -1679,7 +1744,7 @@ decode_request(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
     Out out = {PyList_New(0), 0, args[1], 0, {NULL}, {NULL}};
     PyObject *result = NULL;
     if (out.records) {
-        out.fast_record = is_namedtuple9(args[1]);
+        out.fast_record = is_record_namedtuple(args[1]);
         Dec d = {MAX_DEPTH};
         cptr p = (cptr)view.buf;
         if (parse_request(&d, &out, p, p + view.len) == 0) {
@@ -1703,9 +1768,10 @@ static PyMethodDef methods[] = {
      "decode_request(data, record_type) -> (records, rejected): spans of a serialized "
      "ExportTraceServiceRequest; ValueError when it is malformed."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
-     "configure(keys, prefixes, chars): span attributes to leave out of the attribute dicts from now on, by "
-     "exact key and by key prefix (collections of str), and how many characters of a string added from the "
-     "status or an exception event are kept."},
+     "configure(keys, prefixes, chars[, marks]): span attributes to leave out of the attribute dicts from now on, "
+     "by exact key and by key prefix (collections of str), how many characters of a string added from the "
+     "status or an exception event are kept, and the key marks (dict of str to int) whose OR over a span's "
+     "attribute keys is its record's last field."},
     {NULL, NULL, 0, NULL},
 };
 

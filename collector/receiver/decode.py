@@ -1,7 +1,8 @@
 """OTLP trace requests to plain Python span records, ready for normalisation.
 
-The receiver decodes each request once into `SpanRecord`s: ids, name, times, status and an attribute
-dict, with spans whose ids are invalid left out and counted. A C decoder (`_otlpdecode`, built with the
+The receiver decodes each request once into `SpanRecord`s: ids, name, times, status, an attribute dict and
+its key marks (what normalisation looks for among the keys, told as the keys are read), with spans whose ids are
+invalid left out and counted. A C decoder (`_otlpdecode`, built with the
 package) does this straight from the wire bytes; where it is not built, the same records come from the
 protobuf runtime (slower: every attribute is a Python wrapper object). Both give identical results.
 
@@ -30,6 +31,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from ..content import PREVIEW_CHARS
 from ..normalize.attributes import EXCEPTION_EVENT, EXCEPTION_KEYS, STATUS_DESCRIPTION, any_value
+from ..normalize.span import KEY_MARKS, key_marks
 
 UNKNOWN_SERVICE = "unknown_service"
 
@@ -81,6 +83,9 @@ class SpanRecord(NamedTuple):
     end_ns: int
     status_code: int  # 0 unset, 1 ok, 2 error
     attributes: dict[str, Any]
+    # the OR of the marks normalisation gives the attribute keys (normalize.span.KEY_MARKS): which conventions
+    # read the span, which optional keys it has; -1 when not worked out (a record made by hand)
+    key_marks: int = -1
 
 
 class Decoded(NamedTuple):
@@ -133,7 +138,7 @@ def records(request: ExportTraceServiceRequest) -> Decoded:
                          if (key := kv.key) not in UNREAD_KEYS and not key.startswith(UNREAD_PREFIXES)}  # not unread
                 _promote(s, attrs)
                 spans.append(SpanRecord(service, trace_id, span_id, parent, s.name, s.start_time_unix_nano,
-                                        s.end_time_unix_nano, s.status.code, attrs))
+                                        s.end_time_unix_nano, s.status.code, attrs, key_marks(attrs)))
     return Decoded(spans, rejected)
 
 
@@ -152,7 +157,7 @@ try:
 except ImportError:  # not built: the protobuf runtime's path
     _decode_c = None
 else:
-    _configure_c(UNREAD_KEYS, UNREAD_PREFIXES, PREVIEW_CHARS)  # once: decode_request matches them on the wire
+    _configure_c(UNREAD_KEYS, UNREAD_PREFIXES, PREVIEW_CHARS, KEY_MARKS)  # once: matched and marked on the wire
 
 
 def decode(data: bytes) -> Decoded:
