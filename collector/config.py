@@ -124,6 +124,12 @@ class StepRepetitionSettings(DetectorSettings):
     def polling(self) -> Globs:  # shared by the detectors of every trace
         return _globs(self.polling_tools)
 
+    @cached_property
+    def plain(self) -> tuple[int, Globs | None, int]:
+        """cycle_max_period, the polling tools (None: none) and unknown_args_min_run, read once: detectors are
+        made per trace."""
+        return self.cycle_max_period, self.polling if self.polling_tools else None, self.unknown_args_min_run
+
 
 class HistoryLossSettings(DetectorSettings):
     """FM-1.4, and FM-2.1's prompt-size reset"""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -23,16 +23,15 @@ from .modes import MODES
 from .tools import ToolClassifier
 
 log = logging.getLogger(__name__)
-STEP_KINDS: Final = tuple(StepKind)  # iterating the enum itself costs more, on every new trace
+Routes = list[list[int]]  # by step kind (its value): the positions of the detectors that observe it, in order
 
 
 class TraceFindings:
     """The classifier's state for one trace."""
 
-    def __init__(self, detectors: list[Detector], by_kind: dict[StepKind, list[Detector]], profile: int,
-                 settled: bool) -> None:
-        self.detectors = detectors
-        self.by_kind = by_kind  # the detectors each kind of step goes to, in order
+    def __init__(self, detectors: list[Detector], routes: Routes, profile: int, settled: bool) -> None:
+        self.detectors = detectors  # one per detector enabled, in the engine's order (a switched off one inert)
+        self.routes = routes  # the profile's, shared by its traces
         self.profile = profile  # index into the engine's agent settings, -1 for the defaults
         self.settled = settled  # the profile was chosen from the root span's agent (else it may change with the root)
         self.findings: dict[str, Finding] = {}
@@ -105,9 +104,8 @@ class ClassifierEngine:
             enabled, routes = self.detectors, self.routes
         else:
             enabled, routes = self.agents[profile][1], self.agents_routes[profile]
-        detectors = [cls(s, trace, self.tools) for cls, s in enabled]
-        return TraceFindings(detectors, {kind: [detectors[i] for i in indices] for kind, indices in routes},
-                             profile, settled)
+        tools = self.tools
+        return TraceFindings([cls(s, trace, tools) for cls, s in enabled], routes, profile, settled)
 
     def _again(self, trace: Trace, profile: int, settled: bool) -> TraceFindings:
         """Classify the trace's steps so far again, from the first, with the detectors of `profile`."""
@@ -127,17 +125,19 @@ class ClassifierEngine:
         return agent is not None and any(fnmatch.fnmatchcase(agent, p) for p in patterns)
 
     def _switch_off(self, state: TraceFindings, failed: list[Detector]) -> None:
+        """Each failed detector is replaced, for this trace, by an inert one (the base class: sees and finds
+        nothing)."""
+        detectors = state.detectors
         for detector in failed:
-            state.detectors.remove(detector)
-            for listed in state.by_kind.values():
-                if detector in listed:
-                    listed.remove(detector)
+            detectors[detectors.index(detector)] = Detector(detector.settings, detector.trace, detector.tools)
             self.on_detector_error(detector.code)
 
     def _feed(self, state: TraceFindings, step: Step) -> list[Finding] | tuple[()]:
         changed: list[Finding] | None = None
         failed: list[Detector] | None = None
-        for detector in state.by_kind[step.kind]:
+        detectors = state.detectors
+        for i in state.routes[step.kind]:
+            detector = detectors[i]
             try:
                 finding = detector.observe(step)
             except Exception:
@@ -188,9 +188,12 @@ class ClassifierEngine:
         return findings
 
 
-def detector_routes(detectors: list[tuple[type[Detector], DetectorSettings]]) -> list[tuple[StepKind, list[int]]]:
-    """For each kind of step, the positions in `detectors` of those that observe it."""
-    return [(kind, [i for i, (cls, _) in enumerate(detectors) if kind in cls.kinds]) for kind in STEP_KINDS]
+def detector_routes(detectors: list[tuple[type[Detector], DetectorSettings]]) -> Routes:
+    """For each kind of step (by its value), the positions in `detectors` of those that observe it."""
+    routes: Routes = [[] for _ in range(max(StepKind) + 1)]
+    for kind in StepKind:
+        routes[kind] = [i for i, (cls, _) in enumerate(detectors) if kind in cls.kinds]
+    return routes
 
 
 def _plain(settings: Any) -> dict[str, Any]:

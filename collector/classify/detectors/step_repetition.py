@@ -19,7 +19,6 @@ from ...config import StepRepetitionSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..signals import TOOL_CALL_FINISH
-from ..tools import Globs
 
 EVIDENCE_LIMIT: Final = 50
 
@@ -32,15 +31,14 @@ class StepRepetition(Detector):
     def __init__(self, settings: StepRepetitionSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
         self.repeated: list[Step] = []  # append-only; the processor accounts for it incrementally
-        self._repeated_ids: set[bytes] = set()
+        # made when first needed: most runs repeat nothing and have no failed invocation
+        self._repeated_ids: set[bytes] | None = None
         self._evidence: dict[bytes, None] = {}
-        self._failed_invocations: set[bytes] = set()
+        self._failed_invocations: set[bytes] | None = None
         self._parent: bytes | None = None  # of the last model or tool step
         self._reasons: dict[str, tuple[float, str, str]] = {}  # signal -> (confidence, basis, reason)
         # settings read on every tool call, kept as plain attributes (reading a settings model costs more)
-        self._max_period: int = settings.cycle_max_period
-        self._polling: Globs | None = settings.polling if settings.polling_tools else None
-        self._unknown_args_min_run: int = settings.unknown_args_min_run
+        self._max_period, self._polling, self._unknown_args_min_run = settings.plain
         self._start_over()
 
     def _start_over(self) -> None:
@@ -49,15 +47,18 @@ class StepRepetition(Detector):
         self._first_call: dict[str, Step | None] = {}  # None: its first call has been compared
         self._sequence: list[Step] = []  # tool calls, in order
         self._match_run = [0] * (self._max_period + 1)
-        self._outputs: dict[int, list[Step]] = {}
+        self._outputs: dict[int, list[Step]] | None = None  # made at the first model output compared
         self._last_tool: Step | None = None
         self._retries = 0
         self._run = 0
 
     def _mark(self, steps: list[Step], evidence: list[Step]) -> None:
+        ids = self._repeated_ids
+        if ids is None:
+            ids = self._repeated_ids = set()
         for step in steps:
-            if step.span_id not in self._repeated_ids:
-                self._repeated_ids.add(step.span_id)
+            if step.span_id not in ids:
+                ids.add(step.span_id)
                 self.repeated.append(step)
         for step in evidence:
             if len(self._evidence) < EVIDENCE_LIMIT:
@@ -66,10 +67,13 @@ class StepRepetition(Detector):
     def observe(self, step: Step) -> Finding | None:
         if step.kind is AGENT:
             if step.error:
+                if self._failed_invocations is None:
+                    self._failed_invocations = set()
                 self._failed_invocations.add(step.span_id)
             return None
         if step.parent_span_id != self._parent:
-            if self._parent in self._failed_invocations:
+            failed = self._failed_invocations
+            if failed is not None and self._parent in failed:
                 self._start_over()
             self._parent = step.parent_span_id
         if step.kind is TOOL and step.tool is not None:
@@ -157,6 +161,8 @@ class StepRepetition(Detector):
         s = self.settings
         if step.output_chars < s.output_min_chars or not TOOL_CALL_FINISH.isdisjoint(step.finish_reasons):
             return None
+        if self._outputs is None:
+            self._outputs = {}
         outputs = self._outputs.setdefault(fingerprint, [])
         outputs.append(step)
         if len(outputs) < s.output_min_occurrences:
