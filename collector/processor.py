@@ -178,8 +178,11 @@ class Processor:
 
     # --- processing (processor thread, or directly for replay) ---
     def process(self, spans: list[SpanRecord], now: float | None = None) -> None:
+        """Normalise, assemble and classify one request's spans. The traces whose findings changed are published
+        once each, after the request (a loop's repeats in one request are one increment, not one each)."""
         now = time.monotonic() if now is None else now
         assembler, engine = self.assembler, self.engine
+        changed_traces: dict[Trace, None] | None = None  # in the order they changed
         for record in spans:
             try:
                 step = normalize_span(record)
@@ -191,11 +194,16 @@ class Processor:
             trace = assembler.add(step, now)
             if trace is None:
                 continue
-            changed = engine.observe(trace, step)
-            if changed:
-                self._publish_live(trace, changed)
+            if engine.observe(trace, step):
+                if changed_traces is None:
+                    changed_traces = {}
+                changed_traces[trace] = None
             if len(trace.steps) >= assembler.max_spans:
                 assembler.check_full(trace)
+        if changed_traces is not None:
+            for trace in changed_traces:
+                if trace.classifier is not None:  # not completed meanwhile (its verdict had it all)
+                    self._publish_live(trace)
         self.telemetry.spans_processed(len(spans))
 
     def tick(self, now: float | None = None) -> None:
@@ -242,10 +250,11 @@ class Processor:
                 waste.add(f.code, f.repeated, trace.llm_steps)
         return waste
 
-    def _publish_live(self, trace: Trace, changed: list[Finding]) -> None:
+    def _publish_live(self, trace: Trace) -> None:
         published = self._labels(trace)
-        live = published.live = self._waste(trace, trace.classifier.findings.values(), published.live)  # new steps
-        increment = self._increment(published, changed, live)
+        findings = trace.classifier.findings.values()
+        live = published.live = self._waste(trace, findings, published.live)  # new steps
+        increment = self._increment(published, findings, live)  # modes not shown before
         for exporter in self.exporters:
             exporter.export_increment(increment)
 
