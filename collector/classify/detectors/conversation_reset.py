@@ -54,7 +54,10 @@ class ConversationReset(HistoryLoss):
             redone = self._redone(step)
             if redone is not None:
                 return redone
-        self.calls_under.setdefault(step.parent_span_id, []).append(step)
+        under = self.calls_under.get(step.parent_span_id)  # not setdefault: it makes a list on every call
+        if under is None:
+            under = self.calls_under[step.parent_span_id] = []
+        under.append(step)
         if self.found is not None or step.args is None:
             return None
         agent = self.agent
@@ -65,7 +68,10 @@ class ConversationReset(HistoryLoss):
                                  f"{agent or 'the agent'} started a new conversation and redid {step.tool} "
                                  "with the same arguments", "structure")
             return self.found
-        self.current.setdefault(agent, []).append(step)
+        current = self.current.get(agent)
+        if current is None:
+            current = self.current[agent] = []
+        current.append(step)
         return None
 
     def _failed_call(self, call: Step, invocation: Step) -> None:
