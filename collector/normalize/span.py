@@ -63,12 +63,22 @@ def _canonical(text: str) -> str:
     return known
 
 
+_MODEL_IDS: Final[dict[str, str]] = {}  # model name as given -> its id, canonical
+
+
 def _model_id(model: str) -> str:
     """The model id, canonical. A Vertex AI resource name (projects/.../publishers/google/models/gemini-2.5-flash)
-    or a Gemini API name (models/gemini-2.5-flash) becomes the model id it names."""
-    if model.startswith("models/") or "/models/" in model:
-        model = model.rpartition("/")[2] or model
-    return _canonical(str(model))
+    or a Gemini API name (models/gemini-2.5-flash) becomes the model id it names. A name seen before costs one
+    lookup."""
+    known = _MODEL_IDS.get(model)
+    if known is None:
+        text = str(model)  # the conventions offer str(value): a subclass of str is made a str here
+        if text.startswith("models/") or "/models/" in text:
+            text = text.rpartition("/")[2] or text
+        if len(_MODEL_IDS) >= _CACHE_SIZE:
+            _MODEL_IDS.clear()
+        known = _MODEL_IDS[model] = _canonical(text)
+    return known
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
@@ -105,6 +115,7 @@ def _key_marks() -> dict[str, int]:
 KEY_MARKS: Final = _key_marks()
 _READERS: Final[list[tuple[Any, ...]]] = [tuple(c.read for i, c in enumerate(CONVENTIONS) if bits & (1 << i))
                                           for bits in range(1 << len(CONVENTIONS))]
+_GENAI_ONLY: Final = _READERS[1]  # genai is CONVENTIONS[0]
 
 
 def key_marks(attrs: dict[str, Any]) -> int:
@@ -147,8 +158,12 @@ def normalize_span(span: SpanRecord) -> Step:
     if bits < 0:  # not marked by the decoder
         bits = key_marks(attrs)
     draft = Draft(bits >> len(CONVENTIONS))
-    for read in _READERS[bits & _CONVENTION_BITS]:
-        read(attrs, name, draft)
+    readers = _READERS[bits & _CONVENTION_BITS]
+    if readers is _GENAI_ONLY:  # most spans: a native call, not one through a function object
+        genai.read(attrs, name, draft)
+    else:
+        for read in readers:
+            read(attrs, name, draft)
     values = draft.values
     kind = values[field.KIND] or OTHER
     step = Step(trace_id, span_id, parent_span_id, kind, _canonical(name), start_ns, end_ns, _canonical(service))
