@@ -87,6 +87,10 @@ class JudgeOffer(Protocol):
     def shutdown(self) -> None: ...
 
 
+def _count(counts: dict[tuple[str, str], int], key: tuple[str, str], n: int) -> None:
+    counts[key] = counts.get(key, 0) + n
+
+
 def _diff(new: dict, old: dict) -> dict:
     return {k: v - old.get(k, 0) for k, v in new.items() if v - old.get(k, 0) > 0}
 
@@ -278,13 +282,17 @@ class Processor:
     def _verdict(self, trace: Trace, published: Published, findings: dict[str, Finding], waste: Waste,
                  reason: str) -> Verdict:
         by_model: dict[tuple[str, str | None], list[Step]] = {}
+        group: list[Step] | None = None
+        model_of: str | None = None  # the group's (canonical strings: compared by identity)
+        provider_of: str | None = None
         for s in trace.llm_steps:
-            key = (s.model or "unknown", s.provider)
-            group = by_model.get(key)
-            if group is None:
-                by_model[key] = [s]
-            else:
-                group.append(s)
+            if group is None or s.model is not model_of or s.provider is not provider_of:
+                model_of, provider_of = s.model, s.provider
+                key = (model_of or "unknown", provider_of)
+                group = by_model.get(key)
+                if group is None:
+                    group = by_model[key] = []
+            group.append(s)
         tokens: dict[tuple[str, str], int] = {}
         cost: dict[str, float] = {}
         unpriced: dict[str, int] = {}
@@ -298,10 +306,14 @@ class Processor:
                 cache_read += s.cache_read_tokens
                 cache_write += s.cache_write_tokens
             output_tokens += output
-            for kind, n in (("input", uncached), ("output", output), ("cache_read", cache_read),
-                            ("cache_write", cache_write)):
-                if n:
-                    tokens[(model, kind)] = tokens.get((model, kind), 0) + n
+            if uncached:
+                _count(tokens, (model, "input"), uncached)
+            if output:
+                _count(tokens, (model, "output"), output)
+            if cache_read:
+                _count(tokens, (model, "cache_read"), cache_read)
+            if cache_write:
+                _count(tokens, (model, "cache_write"), cache_write)
             spent = price(None if model == "unknown" else model, provider, steps)
             if spent is None:
                 unpriced[model] = unpriced.get(model, 0) + len(steps)
