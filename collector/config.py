@@ -125,10 +125,13 @@ class StepRepetitionSettings(DetectorSettings):
         return _globs(self.polling_tools)
 
     @cached_property
-    def plain(self) -> tuple[int, Globs | None, int]:
-        """cycle_max_period, the polling tools (None: none) and unknown_args_min_run, read once: detectors are
-        made per trace."""
-        return self.cycle_max_period, self.polling if self.polling_tools else None, self.unknown_args_min_run
+    def plain(self) -> tuple[int, int, int, int, int, int, int, Globs | None]:
+        """min_occurrences, retry_limit, cycle_max_period, cycle_min_repeats, output_min_occurrences,
+        output_min_chars, unknown_args_min_run and the polling tools (None: none), read once: detectors are made per
+        trace, and read a plain attribute for less than a model's."""
+        return (self.min_occurrences, self.retry_limit, self.cycle_max_period, self.cycle_min_repeats,
+                self.output_min_occurrences, self.output_min_chars, self.unknown_args_min_run,
+                self.polling if self.polling_tools else None)
 
 
 class HistoryLossSettings(DetectorSettings):

@@ -37,8 +37,10 @@ class StepRepetition(Detector):
         self._failed_invocations: set[bytes] | None = None
         self._parent: bytes | None = None  # of the last model or tool step
         self._reasons: dict[str, tuple[float, str, str]] = {}  # signal -> (confidence, basis, reason)
-        # settings read on every tool call, kept as plain attributes (reading a settings model costs more)
-        self._max_period, self._polling, self._unknown_args_min_run = settings.plain
+        # settings, kept as plain attributes (reading a settings model costs more)
+        (self._min_occurrences, self._retry_limit, self._max_period, self._cycle_min_repeats,
+         self._output_min_occurrences, self._output_min_chars, self._unknown_args_min_run,
+         self._polling) = settings.plain
         self._start_over()
 
     def _start_over(self) -> None:
@@ -112,7 +114,6 @@ class StepRepetition(Detector):
         return self.current() if changed else None
 
     def _same_call(self, tool: str, step: Step, previous: Step | None) -> bool:
-        s = self.settings
         calls = self._calls.setdefault((tool, step.args_key), [])
         if calls and previous is not None and previous.error and previous.tool == tool \
                 and previous.args_key == step.args_key:  # previous may be a skipped retry
@@ -122,10 +123,10 @@ class StepRepetition(Detector):
         if calls and step.result is not None and calls[-1].result is not None and not calls[-1].error \
                 and step.result_key != calls[-1].result_key:
             calls.clear()  # a different result: the call observed a change, it is not redone work
-        if 0 < self._retries <= s.retry_limit:
+        if 0 < self._retries <= self._retry_limit:
             return False  # a retry after a failure
         calls.append(step)
-        if len(calls) < s.min_occurrences:
+        if len(calls) < self._min_occurrences:
             return False
         self._mark(calls[1:], calls)
         self._reasons["same_call"] = (0.9, "structure", f"{tool} called {len(calls)} times with "
@@ -133,7 +134,6 @@ class StepRepetition(Detector):
         return True
 
     def _observe_cycle(self) -> bool:
-        s = self.settings
         seq = self._sequence
         end = len(seq) - 1
         step = seq[end]
@@ -145,7 +145,7 @@ class StepRepetition(Detector):
                 match_run[period] = 0  # not the same call (same tool, equivalent arguments): no cycle of it
                 continue
             run = match_run[period] = match_run[period] + 1
-            if run >= period * (s.cycle_min_repeats - 1):
+            if run >= period * (self._cycle_min_repeats - 1):
                 block = seq[end - period + 1:end + 1]
                 if len({(x.tool, x.args_key) for x in block}) < 2:
                     continue
@@ -158,14 +158,13 @@ class StepRepetition(Detector):
         return False
 
     def _observe_output(self, step: Step, fingerprint: int) -> Finding | None:
-        s = self.settings
-        if step.output_chars < s.output_min_chars or not TOOL_CALL_FINISH.isdisjoint(step.finish_reasons):
+        if step.output_chars < self._output_min_chars or not TOOL_CALL_FINISH.isdisjoint(step.finish_reasons):
             return None
         if self._outputs is None:
             self._outputs = {}
         outputs = self._outputs.setdefault(fingerprint, [])
         outputs.append(step)
-        if len(outputs) < s.output_min_occurrences:
+        if len(outputs) < self._output_min_occurrences:
             return None
         self._mark(outputs[1:], outputs)
         self._reasons["output"] = (0.85, "content", f"model {step.model or ''} gave the same output "
