@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -28,11 +28,12 @@ from .queue import Batch
 from .schema import FINDINGS, JUDGEMENTS, REPEATED_STEPS, TABLES, TRACES
 
 ORDER = (TRACES, FINDINGS, REPEATED_STEPS, JUDGEMENTS)  # a new table needs a new version of the format
-VERSION = 2
-_HEADER = struct.Struct("<B4I")
-_LINE = orjson.OPT_APPEND_NEWLINE
-_dumps = orjson.dumps
-_Fragment = orjson.Fragment
+VERSION: Final = 2
+# Final: compiled code reads them from C statics, not from the module's dict on every verdict
+_HEADER: Final = struct.Struct("<B4I")
+_LINE: Final = orjson.OPT_APPEND_NEWLINE
+_dumps: Final = orjson.dumps
+_Fragment: Final = orjson.Fragment
 _TIMES = {name: [i for i, c in enumerate(t.columns) if c.type_name.startswith("DateTime64(9")]
           for name, t in TABLES.items()}
 
@@ -95,17 +96,17 @@ def judgement_rows(j: Judgement, started: orjson.Fragment, judged_at: float) -> 
 
 
 def _lines(rows: list[list[Any]]) -> bytes:
-    return b"".join([_dumps(row, option=_LINE) for row in rows])
+    return b"".join([_dumps(row, None, _LINE) for row in rows])  # arguments by position: no keywords to parse
 
 
 def encode(v: Verdict) -> tuple[int, bytes]:
     """A verdict's rows as a queue record: (rows, payload)."""
     started = seconds(v.started_at_ns)
-    trace = _dumps(trace_row(v, started), option=_LINE)
+    trace = _dumps(trace_row(v, started), None, _LINE)
     findings = _lines(finding_rows(v, started)) if v.findings else b""
     steps = _lines(repeated_step_rows(v)) if v.waste.steps else b""
     return (1 + len(v.findings) + len(v.waste.steps),
-            _HEADER.pack(VERSION, len(trace), len(findings), len(steps), 0) + trace + findings + steps)
+            b"".join((_HEADER.pack(VERSION, len(trace), len(findings), len(steps), 0), trace, findings, steps)))
 
 
 def encode_judgement(j: Judgement, judged_at: float) -> tuple[int, bytes]:
