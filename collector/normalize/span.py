@@ -48,6 +48,14 @@ def _int(value: Any) -> int:
 _CACHE_SIZE: Final = 10_000  # span-derived values: caches are bounded
 
 
+def _kept(cache: dict[str, str], key: str, value: str) -> str:
+    """`value`, kept in `cache` under `key`; a full cache is emptied first (the values are span-derived)."""
+    if len(cache) >= _CACHE_SIZE:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
 _STRINGS: Final[dict[str, str]] = {}  # span names, services, agents, providers, tools, models, error types
 
 
@@ -56,11 +64,7 @@ def _canonical(text: str) -> str:
     read in compiled code. (Not sys.intern: a call through Python's calling convention, and interned strings are
     immortal in early Python 3.12 releases, where a stream of distinct span names would pile up.)"""
     known = _STRINGS.get(text)
-    if known is None:
-        if len(_STRINGS) >= _CACHE_SIZE:
-            _STRINGS.clear()
-        known = _STRINGS[text] = text
-    return known
+    return known if known is not None else _kept(_STRINGS, text, text)
 
 
 _MODEL_IDS: Final[dict[str, str]] = {}  # model name as given -> its id, canonical
@@ -71,14 +75,12 @@ def _model_id(model: str) -> str:
     or a Gemini API name (models/gemini-2.5-flash) becomes the model id it names. A name seen before costs one
     lookup."""
     known = _MODEL_IDS.get(model)
-    if known is None:
-        text = str(model)  # the conventions offer str(value): a subclass of str is made a str here
-        if text.startswith("models/") or "/models/" in text:
-            text = text.rpartition("/")[2] or text
-        if len(_MODEL_IDS) >= _CACHE_SIZE:
-            _MODEL_IDS.clear()
-        known = _MODEL_IDS[model] = _canonical(text)
-    return known
+    if known is not None:
+        return known
+    text = model
+    if model.startswith("models/") or "/models/" in model:
+        text = model.rpartition("/")[2] or model
+    return _kept(_MODEL_IDS, model, _canonical(text))
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
@@ -96,10 +98,9 @@ def _finish_reasons(finish: Any) -> tuple[str, ...]:
 
 # A span's key marks (the OR of its attribute keys' marks) tell which conventions read it and which of genai's
 # optional keys it has. The conventions that read a span are those with a marker among its keys: each marker
-# names its convention's bit, and every combination of those bits its readers, in CONVENTIONS order. Above those
-# bits, each optional key sets its bit of `genai.OPTIONAL`, which `genai.read` finds in `Draft.present`. The
-# decoder ORs them as it reads the keys (SpanRecord.key_marks); a record made otherwise is scanned here.
-_CONVENTION_BITS: Final = (1 << len(CONVENTIONS)) - 1
+# names its convention's bit (its place in CONVENTIONS). Above those bits, each optional key sets its bit of
+# `genai.OPTIONAL`, which `genai.read` finds in `Draft.present`. The decoder ORs them as it reads the keys
+# (SpanRecord.key_marks); a record made otherwise is scanned here.
 
 
 def _key_marks() -> dict[str, int]:
@@ -113,9 +114,12 @@ def _key_marks() -> dict[str, int]:
 
 
 KEY_MARKS: Final = _key_marks()
-_READERS: Final[list[tuple[Any, ...]]] = [tuple(c.read for i, c in enumerate(CONVENTIONS) if bits & (1 << i))
-                                          for bits in range(1 << len(CONVENTIONS))]
-_GENAI_ONLY: Final = _READERS[1]  # genai is CONVENTIONS[0]
+# each convention's bit in a span's key marks
+_GENAI: Final = 1 << CONVENTIONS.index(genai)
+_OPENINFERENCE: Final = 1 << CONVENTIONS.index(openinference)
+_OPENLLMETRY: Final = 1 << CONVENTIONS.index(openllmetry)
+_VERCEL: Final = 1 << CONVENTIONS.index(vercel)
+_LANGFUSE: Final = 1 << CONVENTIONS.index(langfuse)
 
 
 def key_marks(attrs: dict[str, Any]) -> int:
@@ -158,12 +162,17 @@ def normalize_span(span: SpanRecord) -> Step:
     if bits < 0:  # not marked by the decoder
         bits = key_marks(attrs)
     draft = Draft(bits >> len(CONVENTIONS))
-    readers = _READERS[bits & _CONVENTION_BITS]
-    if readers is _GENAI_ONLY:  # most spans: a native call, not one through a function object
+    # the conventions whose markers the span has, in CONVENTIONS order (earlier ones win), each a native call
+    if bits & _GENAI:
         genai.read(attrs, name, draft)
-    else:
-        for read in readers:
-            read(attrs, name, draft)
+    if bits & _OPENINFERENCE:
+        openinference.read(attrs, name, draft)
+    if bits & _OPENLLMETRY:
+        openllmetry.read(attrs, name, draft)
+    if bits & _VERCEL:
+        vercel.read(attrs, name, draft)
+    if bits & _LANGFUSE:
+        langfuse.read(attrs, name, draft)
     values = draft.values
     kind = values[field.KIND] or OTHER
     step = Step(trace_id, span_id, parent_span_id, kind, _canonical(name), start_ns, end_ns, _canonical(service))
