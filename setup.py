@@ -17,13 +17,15 @@ from pathlib import Path
 from setuptools import Extension, setup
 
 ROOT = Path(__file__).resolve().parent
-# Sources compiled by mypyc, relative to the repository (the store's row encoding and the Prometheus totals run
-# once per trace on the processor's thread). They define no pydantic models (collector/config.py
-# holds the settings): mypyc would build those classes without their validation. Package __init__ modules stay
-# Python: a compiled one would look for its submodules in the installed layout, not the editable one.
+# Sources compiled by mypyc, relative to the repository (the store's row encoding, its durable queue's append
+# and the Prometheus totals run once per trace on the processor's thread). They define no pydantic models
+# (collector/config.py holds the settings): mypyc would build those classes without their validation. Package
+# __init__ modules stay Python: a compiled one would look for its submodules in the installed layout, not the
+# editable one.
 COMPILED = ["collector/steps.py", "collector/content.py", "collector/assemble.py", "collector/normalize/*.py",
             "collector/classify/*.py", "collector/classify/detectors/*.py", "collector/spend.py",
-            "collector/verdict.py", "collector/processor.py", "exporter/store/records.py", "exporter/totals.py"]
+            "collector/verdict.py", "collector/processor.py", "exporter/store/records.py", "exporter/store/queue.py",
+            "exporter/totals.py"]
 # Installed package of each top-level source folder (as package-dir in pyproject.toml).
 PACKAGES = {"collector": "collector", "exporter": "exporter", "dashboards": "dashboards"}
 
