@@ -525,3 +525,119 @@ def test_odd_finish_reasons_and_model_values_do_not_break_normalisation() -> Non
                         "gen_ai.response.finish_reasons": [{"odd": 1}, "stop"]})
     assert s.kind is StepKind.LLM and s.model == "gemini-2.5-flash"
     assert s.finish_reasons == ("{'odd': 1}", "stop")
+
+
+# --- the C reader of GenAI spans (normalize/_genai.c) against genai.read ----------------------------------------
+
+
+def _genai_only(attrs: dict[str, Any]) -> int | None:
+    """The span's bits of genai.OPTIONAL when only the GenAI conventions read it, else None."""
+    from mastwatch.collector.normalize import span
+
+    bits = span.key_marks(attrs)
+    return bits >> len(span.CONVENTIONS) if bits & span._CONVENTIONS == span._GENAI else None
+
+
+def _compare(attrs: dict[str, Any], name: str) -> bool:
+    """Whether the C reader took the span; when it did, its slots are genai.read's."""
+    from mastwatch.collector.normalize._genai import values
+    from mastwatch.collector.normalize.span import draft, key_marks
+
+    present = _genai_only(attrs)
+    if present is None:
+        return False
+    fast = values(attrs, name, present)
+    if fast is None:
+        return False
+    assert fast == draft(attrs, name, key_marks(attrs)).values, (name, attrs)
+    return True
+
+
+def test_c_genai_reader_fills_the_slots_genai_read_fills_on_every_recorded_span() -> None:
+    from mastwatch.evaluate import without_content
+
+    taken = seen = 0
+    for _, _, request in corpus():
+        records = decode(request.SerializeToString()).spans
+        for record in [*records, *without_content(records)]:  # content capture on, then off
+            seen += 1
+            taken += _compare(record.attributes, record.name)
+    assert seen > 1000
+    assert taken > 400  # the GenAI runs without content take it
+
+
+def test_c_genai_reader_fills_the_slots_genai_read_fills_on_odd_spans() -> None:
+    import random
+
+    rng = random.Random(20261201)
+    choices: dict[str, list[Any]] = {
+        "gen_ai.operation.name": ["chat", "invoke_agent", "execute_tool", "plan", "embeddings", "", "chat"],
+        "gen_ai.agent.name": ["triage", "", 7],
+        "gen_ai.request.model": ["gpt-4.1", "", 0],
+        "gen_ai.response.model": ["gpt-4.1-2025", "", False],
+        "gen_ai.provider.name": ["openai", ""],
+        "gen_ai.system": ["anthropic", "", 3],
+        "gen_ai.tool.name": ["search", "", 12],
+        "gen_ai.tool.call.id": ["call_1", 99],
+        "gen_ai.tool.call.arguments": ['{"q": 1}', {"q": 1}, ""],
+        "tool_arguments": ["{}"],
+        "gen_ai.tool.args": [[1, 2]],
+        "gcp.vertex.agent.tool_call_args": ["{}"],
+        "gen_ai.usage.input_tokens": [10, "12", -1, 2.5],
+        "gen_ai.usage.prompt_tokens": [11],
+        "gen_ai.usage.output_tokens": [3],
+        "gen_ai.usage.completion_tokens": [4],
+        "gen_ai.usage.cache_read.input_tokens": [5],
+        "gen_ai.usage.cache_read_input_tokens": [6],
+        "gen_ai.usage.cache_creation.input_tokens": [7],
+        "gen_ai.response.finish_reasons": [["stop"], [], '["stop"]'],
+        "gen_ai.completion.0.finish_reason": ["stop"],
+        "error.type": ["timeout", 500],
+        "gen_ai.conversation.id": ["c1", 5],
+        "gen_ai.tool.call.result": ["ok"],
+        "input.value": ["x"],
+    }
+    names = ["chat gpt-4.1", "invoke_agent triage", "invoke_agent", "invoke_agent ", "execute_tool search",
+             "execute_tool ", "execute_tool", "search", "plan x", ""]
+    taken = 0
+    for _ in range(4000):
+        attrs = {k: rng.choice(v) for k, v in choices.items() if rng.random() < 0.3}
+        taken += _compare(attrs, rng.choice(names))
+    assert taken > 1000
+
+
+def test_c_genai_reader_leaves_what_needs_parsing_to_genai_read() -> None:
+    from mastwatch.collector.normalize import genai
+    from mastwatch.collector.normalize._genai import values
+
+    for attrs in ({"gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": '["stop"]'},
+                  {"gen_ai.operation.name": "chat", "gen_ai.completion.0.finish_reason": "stop"},
+                  {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.result": "ok"},
+                  {"gen_ai.operation.name": "chat", "gen_ai.output.messages": "[]"},
+                  {"gen_ai.operation.name": 5}):
+        present = _genai_only(attrs)
+        assert present is not None and values(attrs, "x", present) is None, attrs
+    assert values({"gen_ai.operation.name": "chat"}, "chat", 0)[0] is StepKind.LLM
+    assert genai.SPEC["bits_out_of_scope"] & genai.OUTPUT_MESSAGES
+
+
+def test_c_genai_reader_checks_its_spec() -> None:
+    from mastwatch.collector.normalize import genai
+    from mastwatch.collector.normalize._genai import configure, values
+
+    try:
+        with pytest.raises(KeyError, match="operation"):
+            configure({k: v for k, v in genai.SPEC.items() if k != "operation"})
+        with pytest.raises(RuntimeError, match="not configured"):
+            values({}, "x", 0)
+        with pytest.raises(TypeError, match="kinds"):
+            configure({**genai.SPEC, "kinds": ()})
+        with pytest.raises(ValueError, match="slot_kind"):
+            configure({**genai.SPEC, "slot_kind": 99})
+        with pytest.raises(TypeError):
+            configure([])  # type: ignore[arg-type]
+    finally:
+        configure(genai.SPEC)
+    with pytest.raises(TypeError):
+        values([], "x", 0)  # type: ignore[arg-type]
+    assert values({}, "x", 0) == [None] * 16

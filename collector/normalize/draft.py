@@ -22,14 +22,14 @@ CACHE_READ_TOKENS: Final = 12
 CACHE_WRITE_TOKENS: Final = 13
 FINISH_REASONS: Final = 14
 ERROR_TYPE: Final = 15
-_FIELDS: Final = 16
+FIELDS: Final = 16
 
 
 class Draft:
     def __init__(self, present: int = 0) -> None:
         self.present = present  # the bits of genai.OPTIONAL whose keys the span has
         self.values: list[Any] = [None, None, None, None, None, None, None, None, None, None, None, None, None, None,
-                                   None, None]  # _FIELDS (a literal builds quicker than a repeat)
+                                   None, None]  # FIELDS (a literal builds quicker than a repeat)
         self.empty = True  # nothing offered yet
 
     def offer(self, field: int, value: Any) -> None:

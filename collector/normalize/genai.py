@@ -22,13 +22,28 @@ TOOL_RESULTS: Final[tuple[str, ...]] = ("gen_ai.tool.call.result", "tool_respons
 
 
 # Token counts: the v1.41 name first, then the development and deprecated names.
+INPUT_TOKEN_KEYS: Final = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
+OUTPUT_TOKEN_KEYS: Final = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
+CACHE_READ_KEYS: Final = ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens")
+CACHE_WRITE_KEYS: Final = ("gen_ai.usage.cache_write.input_tokens", "gen_ai.usage.cache_creation.input_tokens",
+                           "gen_ai.usage.cache_write_input_tokens")
 _TOKENS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
-    (field.INPUT_TOKENS, ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")),
-    (field.OUTPUT_TOKENS, ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")))
+    (field.INPUT_TOKENS, INPUT_TOKEN_KEYS), (field.OUTPUT_TOKENS, OUTPUT_TOKEN_KEYS))
 _CACHE_TOKENS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
-    (field.CACHE_READ_TOKENS, ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens")),
-    (field.CACHE_WRITE_TOKENS, ("gen_ai.usage.cache_write.input_tokens", "gen_ai.usage.cache_creation.input_tokens",
-                                "gen_ai.usage.cache_write_input_tokens")))
+    (field.CACHE_READ_TOKENS, CACHE_READ_KEYS), (field.CACHE_WRITE_TOKENS, CACHE_WRITE_KEYS))
+# The keys `read` looks up (and the C reader, see `SPEC`).
+OPERATION_KEY: Final = "gen_ai.operation.name"
+REQUEST_MODEL_KEY: Final = "gen_ai.request.model"
+RESPONSE_MODEL_KEY: Final = "gen_ai.response.model"
+AGENT_NAME_KEY: Final = "gen_ai.agent.name"
+PROVIDER_KEY: Final = "gen_ai.provider.name"
+SYSTEM_KEY: Final = "gen_ai.system"
+TOOL_NAME_KEY: Final = "gen_ai.tool.name"
+TOOL_CALL_ID_KEY: Final = "gen_ai.tool.call.id"
+FINISH_KEY: Final = "gen_ai.response.finish_reasons"
+ERROR_TYPE_KEY: Final = "error.type"
+CONVERSATION_KEY: Final = "gen_ai.conversation.id"
+TOOL_PREFIX: Final = "execute_tool "  # of a tool span's name: `execute_tool {name}`
 _OUTPUT: Final = "gen_ai.output"  # any-agent: a tool's result, or a model's output text
 _LEGACY_COMPLETION: Final = ("gen_ai.completion.0.content", "gen_ai.completion.0.tool_calls.0.name")
 _LEGACY_FINISH: Final = "gen_ai.completion.0.finish_reason"
@@ -45,27 +60,47 @@ FINISH: Final = 64
 ERROR: Final = 128
 CONVERSATION: Final = 256
 OPTIONAL: Final[dict[str, int]] = {
-    "gen_ai.response.model": RESPONSE_MODEL, **dict.fromkeys(TOOL_RESULTS, RESULT),
+    RESPONSE_MODEL_KEY: RESPONSE_MODEL, **dict.fromkeys(TOOL_RESULTS, RESULT),
     **dict.fromkeys(("input.value", "output.value", _OUTPUT), IO), "gen_ai.output.messages": OUTPUT_MESSAGES,
     **dict.fromkeys(_LEGACY_COMPLETION, LEGACY_COMPLETION),
     **dict.fromkeys((k for _, keys in _CACHE_TOKENS for k in keys), CACHE_TOKENS),
-    **dict.fromkeys(("gen_ai.response.finish_reasons", _LEGACY_FINISH), FINISH), "error.type": ERROR,
-    "gen_ai.conversation.id": CONVERSATION}
+    **dict.fromkeys((FINISH_KEY, _LEGACY_FINISH), FINISH), ERROR_TYPE_KEY: ERROR,
+    CONVERSATION_KEY: CONVERSATION}
 
-MARKERS: Final = frozenset({"gen_ai.operation.name", "gen_ai.system", "gen_ai.provider.name", "gen_ai.tool.name",
-                            "gen_ai.usage.input_tokens"})  # a span with any of these is read by this module
+MARKERS: Final = frozenset({OPERATION_KEY, SYSTEM_KEY, PROVIDER_KEY, TOOL_NAME_KEY,
+                            INPUT_TOKEN_KEYS[0]})  # a span with any of these is read by this module
 
 
 _KINDS: Final = {**dict.fromkeys(LLM_OPERATIONS, LLM), **dict.fromkeys(TOOL_OPERATIONS, TOOL),
                  **dict.fromkeys(AGENT_OPERATIONS, AGENT)}
 
 
+# What the C reader (normalize/_genai.c) needs to fill the Draft's slots as `read` does, for the spans only this module
+# reads and that have none of the OPTIONAL keys whose values `read` parses (bits_out_of_scope).
+SPEC: Final[dict[str, object]] = {
+    "operation": OPERATION_KEY, "request_model": REQUEST_MODEL_KEY, "response_model": RESPONSE_MODEL_KEY,
+    "agent_name": AGENT_NAME_KEY, "provider": PROVIDER_KEY, "system": SYSTEM_KEY, "tool_name": TOOL_NAME_KEY,
+    "tool_call_id": TOOL_CALL_ID_KEY, "finish_reasons": FINISH_KEY, "legacy_finish_reason": _LEGACY_FINISH,
+    "error_type": ERROR_TYPE_KEY, "conversation_id": CONVERSATION_KEY, "tool_arguments": TOOL_ARGUMENTS,
+    "input_tokens": INPUT_TOKEN_KEYS, "output_tokens": OUTPUT_TOKEN_KEYS, "cache_read_tokens": CACHE_READ_KEYS,
+    "cache_write_tokens": CACHE_WRITE_KEYS, "kinds": _KINDS, "agent_operations": AGENT_OPERATIONS,
+    "tool_operations": TOOL_OPERATIONS, "llm": LLM, "tool": TOOL, "agent": AGENT, "other": OTHER,
+    "tool_prefix": TOOL_PREFIX, "fields": field.FIELDS, "slot_kind": field.KIND, "slot_agent": field.AGENT_NAME,
+    "slot_model": field.MODEL, "slot_provider": field.PROVIDER, "slot_tool": field.TOOL_NAME,
+    "slot_tool_call_id": field.TOOL_CALL_ID, "slot_conversation_id": field.CONVERSATION_ID, "slot_args": field.ARGS,
+    "slot_input_tokens": field.INPUT_TOKENS, "slot_output_tokens": field.OUTPUT_TOKENS,
+    "slot_cache_read_tokens": field.CACHE_READ_TOKENS, "slot_cache_write_tokens": field.CACHE_WRITE_TOKENS,
+    "slot_finish_reasons": field.FINISH_REASONS, "slot_error_type": field.ERROR_TYPE,
+    "bit_response_model": RESPONSE_MODEL, "bit_cache_tokens": CACHE_TOKENS, "bit_finish": FINISH, "bit_error": ERROR,
+    "bit_conversation": CONVERSATION, "bits_out_of_scope": RESULT | IO | OUTPUT_MESSAGES | LEGACY_COMPLETION}
+
+
 def _kind(op: str | None, attrs: dict[str, Any]) -> StepKind | None:
     if op is not None:
         return _KINDS.get(op, OTHER)
-    if "gen_ai.request.model" in attrs:
+    if REQUEST_MODEL_KEY in attrs:
         return LLM
-    return TOOL if "gen_ai.tool.name" in attrs else None
+    return TOOL if TOOL_NAME_KEY in attrs else None
 
 
 def _output_text(messages: Any) -> str | None:
@@ -106,25 +141,25 @@ def _tokens(attrs: dict[str, Any], draft: Draft, counts: tuple[tuple[int, tuple[
 
 def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
     present = draft.present
-    op = attrs.get("gen_ai.operation.name")
+    op = attrs.get(OPERATION_KEY)
     kind = _kind(op, attrs)
     if kind is not None:
         draft.offer(field.KIND, kind)
-    if (agent := attrs.get("gen_ai.agent.name")) is not None:
+    if (agent := attrs.get(AGENT_NAME_KEY)) is not None:
         draft.offer(field.AGENT_NAME, str(agent))
     elif op in AGENT_OPERATIONS and name.startswith(op + " "):
         draft.offer(field.AGENT_NAME, name[len(op) + 1:])
-    model = attrs.get("gen_ai.response.model") if present & RESPONSE_MODEL else None
-    if (model := model or attrs.get("gen_ai.request.model")) is not None:
+    model = attrs.get(RESPONSE_MODEL_KEY) if present & RESPONSE_MODEL else None
+    if (model := model or attrs.get(REQUEST_MODEL_KEY)) is not None:
         draft.offer(field.MODEL, str(model))
-    if (provider := attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system")) is not None:
+    if (provider := attrs.get(PROVIDER_KEY) or attrs.get(SYSTEM_KEY)) is not None:
         draft.offer(field.PROVIDER, str(provider))
     if kind is not LLM and kind is not AGENT:  # a tool call, or not known yet
-        if (tool := attrs.get("gen_ai.tool.name")) is not None:
+        if (tool := attrs.get(TOOL_NAME_KEY)) is not None:
             draft.offer(field.TOOL_NAME, str(tool))
         elif op in TOOL_OPERATIONS:  # the span name is `execute_tool {name}`, or just the tool's name (langsmith)
-            draft.offer(field.TOOL_NAME, name.removeprefix("execute_tool ") or name)
-        if (call_id := attrs.get("gen_ai.tool.call.id")) is not None:
+            draft.offer(field.TOOL_NAME, name.removeprefix(TOOL_PREFIX) or name)
+        if (call_id := attrs.get(TOOL_CALL_ID_KEY)) is not None:
             draft.offer(field.TOOL_CALL_ID, str(call_id))
         for key in TOOL_ARGUMENTS:
             if (args := attrs.get(key)) is not None:
@@ -155,14 +190,14 @@ def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
         if present & CACHE_TOKENS:
             _tokens(attrs, draft, _CACHE_TOKENS)
     if present & FINISH:
-        finish = attrs.get("gen_ai.response.finish_reasons")
+        finish = attrs.get(FINISH_KEY)
         if type(finish) is str:  # a JSON string where arrays are flattened
             finish = as_json(finish)
         if finish is None and _LEGACY_FINISH in attrs:  # OpenLLMetry's indexed completions
             finish = [attrs[_LEGACY_FINISH]]
         if finish is not None:
             draft.offer(field.FINISH_REASONS, finish)
-    if present & ERROR and (error_type := attrs.get("error.type")) is not None:
+    if present & ERROR and (error_type := attrs.get(ERROR_TYPE_KEY)) is not None:
         draft.offer(field.ERROR_TYPE, str(error_type))
-    if present & CONVERSATION and (conversation := attrs.get("gen_ai.conversation.id")) is not None:
+    if present & CONVERSATION and (conversation := attrs.get(CONVERSATION_KEY)) is not None:
         draft.offer(field.CONVERSATION_ID, str(conversation))

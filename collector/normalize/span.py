@@ -22,6 +22,8 @@ from ..content import PREVIEW_CHARS, Content, collapse, fingerprint, preview
 from ..steps import LLM, OTHER, TOOL, Step
 from . import draft as field
 from . import genai, langfuse, openinference, openllmetry, vercel
+from ._genai import configure as configure_genai
+from ._genai import values as genai_values
 from .attributes import EXCEPTION_ESCAPED, EXCEPTION_MESSAGE, EXCEPTION_TYPE, STATUS_DESCRIPTION
 from .draft import Draft
 from .limits import LIMIT_TEXT, limit_hit
@@ -120,6 +122,8 @@ _OPENINFERENCE: Final = 1 << CONVENTIONS.index(openinference)
 _OPENLLMETRY: Final = 1 << CONVENTIONS.index(openllmetry)
 _VERCEL: Final = 1 << CONVENTIONS.index(vercel)
 _LANGFUSE: Final = 1 << CONVENTIONS.index(langfuse)
+_CONVENTIONS: Final = (1 << len(CONVENTIONS)) - 1
+configure_genai(genai.SPEC)
 
 
 def key_marks(attrs: dict[str, Any]) -> int:
@@ -157,12 +161,10 @@ def _failure(step: Step, attrs: dict[str, Any], status_error: bool, error_type: 
             step.limit = message
 
 
-def normalize_span(span: SpanRecord) -> Step:
-    service, trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, attrs, bits = span
-    if bits < 0:  # not marked by the decoder
-        bits = key_marks(attrs)
+def draft(attrs: dict[str, Any], name: str, bits: int) -> Draft:
+    """What the conventions whose markers the span has (`bits`: its key marks) read from it, in CONVENTIONS order
+    (earlier ones win), each a native call."""
     draft = Draft(bits >> len(CONVENTIONS))
-    # the conventions whose markers the span has, in CONVENTIONS order (earlier ones win), each a native call
     if bits & _GENAI:
         genai.read(attrs, name, draft)
     if bits & _OPENINFERENCE:
@@ -173,13 +175,26 @@ def normalize_span(span: SpanRecord) -> Step:
         vercel.read(attrs, name, draft)
     if bits & _LANGFUSE:
         langfuse.read(attrs, name, draft)
-    values = draft.values
+    return draft
+
+
+def normalize_span(span: SpanRecord) -> Step:
+    service, trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, attrs, bits = span
+    if bits < 0:  # not marked by the decoder
+        bits = key_marks(attrs)
+    # a span only the GenAI conventions read, with nothing to parse: its slots from C (the bulk of the traffic)
+    values = genai_values(attrs, name, bits >> len(CONVENTIONS)) if bits & _CONVENTIONS == _GENAI else None
+    if values is None:
+        read = draft(attrs, name, bits)
+        if read.empty:
+            step = Step(trace_id, span_id, parent_span_id, OTHER, _canonical(name), start_ns, end_ns,
+                        _canonical(service))
+            if status_code == STATUS_ERROR or EXCEPTION_TYPE in attrs:
+                _failure(step, attrs, status_code == STATUS_ERROR, None)
+            return step
+        values = read.values
     kind = values[field.KIND] or OTHER
     step = Step(trace_id, span_id, parent_span_id, kind, _canonical(name), start_ns, end_ns, _canonical(service))
-    if draft.empty:
-        if status_code == STATUS_ERROR or EXCEPTION_TYPE in attrs:
-            _failure(step, attrs, status_code == STATUS_ERROR, None)
-        return step
     if (agent := values[field.AGENT_NAME]) is not None:
         step.agent = _canonical(agent)
     if (model := values[field.MODEL]) is not None:
