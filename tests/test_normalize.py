@@ -606,6 +606,22 @@ def test_c_genai_reader_fills_the_slots_genai_read_fills_on_odd_spans() -> None:
     assert taken > 1000
 
 
+def test_c_genai_reader_reads_equal_keys_and_names_that_are_other_objects_alike() -> None:
+    from mastwatch.collector.normalize._genai import values
+
+    compared = 0
+    for _, _, request in corpus():
+        for record in decode(request.SerializeToString()).spans:
+            present = _genai_only(record.attributes)
+            if present is None:
+                continue
+            # equal keys and operation names, other objects
+            copied = {(k + " ")[:-1]: (v + " ")[:-1] if type(v) is str else v for k, v in record.attributes.items()}
+            assert values(copied, record.name, present) == values(record.attributes, record.name, present)
+            compared += 1
+    assert compared > 100
+
+
 def test_c_genai_reader_leaves_what_needs_parsing_to_genai_read() -> None:
     from mastwatch.collector.normalize import genai
     from mastwatch.collector.normalize._genai import values

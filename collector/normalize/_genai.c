@@ -22,6 +22,44 @@ static Py_ssize_t f_kind, f_agent, f_model, f_provider, f_tool, f_call_id, f_con
     f_output, f_cache_read, f_cache_write, f_finish, f_error_type, n_fields;
 static int configured;
 
+/* The kinds of the operation names seen last, by address: the decoder shares the str of a short value from span to
+ * span, so a name is mostly the very object seen before, and looking it up in `kinds` would compare texts. */
+#define KIND_CACHE 16 /* a power of two */
+static PyObject *cached_ops[KIND_CACHE]; /* owned: an address is not reused while its str is kept */
+static PyObject *cached_kinds[KIND_CACHE]; /* owned */
+
+static void
+forget_kinds(void)
+{
+    for (int i = 0; i < KIND_CACHE; i++) {
+        Py_CLEAR(cached_ops[i]);
+        Py_CLEAR(cached_kinds[i]);
+    }
+}
+
+/* The kind of operation `op` (a str; borrowed), NULL on error. */
+static PyObject *
+kind_of(PyObject *op)
+{
+    size_t i = ((uintptr_t)op >> 4) & (KIND_CACHE - 1);
+    PyObject *kind;
+    if (cached_ops[i] == op) {
+        return cached_kinds[i];
+    }
+    kind = PyDict_GetItemWithError(kinds, op);
+    if (kind == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        kind = kind_other;
+    }
+    Py_INCREF(op);
+    Py_INCREF(kind);
+    Py_XSETREF(cached_ops[i], op);
+    Py_XSETREF(cached_kinds[i], kind);
+    return kind;
+}
+
 static PyObject *
 spec_item(PyObject *spec, const char *name, PyTypeObject *type)
 {
@@ -85,6 +123,7 @@ configure(PyObject *Py_UNUSED(module), PyObject *spec)
         return NULL;
     }
     configured = 0;
+    forget_kinds();
     TAKE(k_operation, "operation", &PyUnicode_Type);
     TAKE(k_request_model, "request_model", &PyUnicode_Type);
     TAKE(k_response_model, "response_model", &PyUnicode_Type);
@@ -279,12 +318,9 @@ values(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 
     /* the kind: from the operation name, else from the keys present */
     if (op != NULL) {
-        kind = PyDict_GetItemWithError(kinds, op);
+        kind = kind_of(op);
         if (kind == NULL) {
-            if (PyErr_Occurred()) {
-                goto error;
-            }
-            kind = kind_other;
+            goto error;
         }
     }
     else {
