@@ -69,6 +69,25 @@ def _canonical(text: str) -> str:
     return known if known is not None else _kept(_STRINGS, text, text)
 
 
+class _Recent:
+    """A text given last and its canonical object, as one pair (swapped whole: threads may share it)."""
+
+    def __init__(self) -> None:
+        self.pair: tuple[str, str] = ("", "")
+
+
+_SERVICE: Final = _Recent()
+
+
+def _service(text: str) -> str:
+    """`_canonical(text)` for a service: the spans of a request share their resource's str."""
+    given, canonical = _SERVICE.pair
+    if text is not given:
+        canonical = _canonical(text)
+        _SERVICE.pair = (text, canonical)
+    return canonical
+
+
 _MODEL_IDS: Final[dict[str, str]] = {}  # model name as given -> its id, canonical
 
 
@@ -188,13 +207,13 @@ def normalize_span(span: SpanRecord) -> Step:
         read = draft(attrs, name, bits)
         if read.empty:
             step = Step(trace_id, span_id, parent_span_id, OTHER, _canonical(name), start_ns, end_ns,
-                        _canonical(service))
+                        _service(service))
             if status_code == STATUS_ERROR or EXCEPTION_TYPE in attrs:
                 _failure(step, attrs, status_code == STATUS_ERROR, None)
             return step
         values = read.values
     kind = values[field.KIND] or OTHER
-    step = Step(trace_id, span_id, parent_span_id, kind, _canonical(name), start_ns, end_ns, _canonical(service))
+    step = Step(trace_id, span_id, parent_span_id, kind, _canonical(name), start_ns, end_ns, _service(service))
     if (agent := values[field.AGENT_NAME]) is not None:
         step.agent = _canonical(agent)
     if (model := values[field.MODEL]) is not None:
