@@ -42,13 +42,15 @@ def _run(stage: str, spans: int, content: bool) -> None:
         """The store exporter's work on the processor's thread: rows encoded, appended to the durable queue."""
 
         def __init__(self, path: str) -> None:
-            self.queue = DurableQueue(path, 10**8, 1 << 30)
+            self.queue = DurableQueue(path, 10**8, 1 << 30, batch_rows=50_000, on_batch=lambda: None)
 
         def export_increment(self, increment) -> None:
             pass
 
-        def export_verdict(self, verdict, increment) -> None:
-            self.queue.append(*encode(verdict))
+        def export_verdict(self, verdict, increment) -> None:  # as StoreExporter's
+            dropped = self.queue.append(*encode(verdict))
+            if dropped:
+                raise AssertionError("the queue is large enough for every row")
 
         def shutdown(self) -> None:
             self.queue.close()

@@ -128,3 +128,16 @@ def test_a_file_system_without_fallocate_still_holds_the_queue(tmp_path, monkeyp
     q.close()
     q = _queue(tmp_path, segment_bytes=100)
     assert q.seal(10).payloads == [b"record %d" % i + b"x" * 40 for i in range(5)]
+
+
+def test_the_writer_is_told_once_when_a_batch_of_rows_waits(tmp_path) -> None:
+    told: list[int] = []
+    q = DurableQueue(str(tmp_path), 1_000, 1 << 20, 1 << 20, batch_rows=5, on_batch=lambda: told.append(q.depth()[0]))
+    for _ in range(4):
+        q.append(2, b"x")  # 2, 4, 6 (a batch: told), 8 rows
+    assert told == [6]
+    q.ack(q.seal(max_rows=6))  # 2 rows left
+    for _ in range(2):
+        q.append(2, b"y")  # 4, 6 (told again)
+    assert told == [6, 6]
+    q.close()

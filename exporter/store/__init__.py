@@ -103,7 +103,7 @@ class StoreExporter:
         self.layout = config.layout
         self.engine = open_engine(config)
         self.queue = DurableQueue(config.queue_path or os.path.join(config.path, "queue"), config.max_queued_rows,
-                                  config.max_queued_mib << 20)
+                                  config.max_queued_mib << 20, batch_rows=config.batch_rows, on_batch=self._batch_full)
         self._migrated = False
         try:
             self._migrate()
@@ -136,24 +136,27 @@ class StoreExporter:
         pass  # rows are written per verdict
 
     def export_verdict(self, verdict: Verdict, increment: Increment) -> None:
-        self._append(*encode(verdict))
+        dropped = self.queue.append(*encode(verdict))
+        if dropped:
+            self._dropped(dropped)
 
     def export_judgement(self, judgement: Judgement) -> None:
         """The judge's positive answers as mast_findings rows with basis judge; every answer in mast_judgements."""
-        self._append(*encode_judgement(judgement, time.time()))
-
-    def _append(self, rows: int, payload: bytes) -> None:
-        dropped = self.queue.append(rows, payload)
+        dropped = self.queue.append(*encode_judgement(judgement, time.time()))
         if dropped:
-            self.telemetry.store_dropped_rows(dropped)
-            now = time.monotonic()
-            if now - self._last_drop_log > 10:
-                self._last_drop_log = now
-                log.warning("store queue full: oldest rows dropped (%d now)", dropped)
-        queued = self.queue.depth()[0]
-        if queued >= self.config.batch_rows > queued - rows:  # a batch is full now (the writer checks before it waits)
-            with self._cond:
-                self._cond.notify()
+            self._dropped(dropped)
+
+    def _dropped(self, rows: int) -> None:
+        self.telemetry.store_dropped_rows(rows)
+        now = time.monotonic()
+        if now - self._last_drop_log > 10:
+            self._last_drop_log = now
+            log.warning("store queue full: oldest rows dropped (%d now)", rows)
+
+    def _batch_full(self) -> None:
+        """The queue holds a batch's rows now: the writer need not wait for the flush interval."""
+        with self._cond:
+            self._cond.notify()
 
     def _write(self, batch: Batch) -> dict[str, int]:
         """Insert a batch into every table (a table that has it already drops it by its token); returns the

@@ -32,11 +32,15 @@ import struct
 import threading
 import uuid
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 log = logging.getLogger(__name__)
 
-HEADER = struct.Struct("<III")  # payload bytes, rows, CRC-32 of the payload
+HEADER: Final = struct.Struct("<III")  # payload bytes, rows, CRC-32 of the payload
+_pack: Final = HEADER.pack
+_crc32: Final = zlib.crc32
 SEGMENT_BYTES = 64 << 20
 READ_BYTES = 1 << 20
 
@@ -57,9 +61,12 @@ class Batch:
 
 
 class DurableQueue:
-    def __init__(self, path: str, max_rows: int, max_bytes: int, segment_bytes: int = SEGMENT_BYTES) -> None:
+    def __init__(self, path: str, max_rows: int, max_bytes: int, segment_bytes: int = SEGMENT_BYTES,
+                 batch_rows: int = 0, on_batch: Callable[[], object] | None = None) -> None:
+        """`on_batch` is called (outside the lock) by the append after which `batch_rows` rows or more wait."""
         self.path = os.path.abspath(path)
         self.max_rows, self.max_bytes, self.segment_bytes = max_rows, max_bytes, segment_bytes
+        self.batch_rows, self.on_batch = batch_rows, on_batch
         os.makedirs(self.path, exist_ok=True)
         self._lock = threading.Lock()
         self._fds: dict[int, int] = {}  # segment base -> read descriptor
@@ -187,8 +194,9 @@ class DurableQueue:
     # --- the exporter's side ---
     def append(self, rows: int, payload: bytes) -> int:
         """Write one record (one verdict's rows); returns the rows dropped to stay within the bounds."""
-        frame = HEADER.pack(len(payload), rows, zlib.crc32(payload)) + payload
+        frame = _pack(len(payload), rows, _crc32(payload)) + payload
         size = len(frame)
+        dropped = 0
         with self._lock:
             if self._active_size + size > self._capacity:
                 self._rotate(size)
@@ -200,8 +208,11 @@ class DurableQueue:
             self._bytes += size
             self._unsynced = True
             if self._rows + self._sealed_rows > self.max_rows or self._bytes + self._sealed_bytes > self.max_bytes:
-                return self._trim()
-        return 0
+                dropped = self._trim()
+            queued = self._rows + self._sealed_rows
+        if self.on_batch is not None and queued >= self.batch_rows > queued - rows:
+            self.on_batch()
+        return dropped
 
     def _open_active(self, used: int, room: int) -> None:
         """Map the last segment, whose first `used` bytes are records, with room for `room` more bytes."""
