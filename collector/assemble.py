@@ -13,13 +13,12 @@ that.
 
 from __future__ import annotations
 
-import bisect
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .steps import LLM, TOOL, Step, end_time
+from .steps import LLM, TOOL, Step, ended_by
 
 COMPLETE: Final = "complete"
 MAX_SPANS: Final = "max_spans"
@@ -64,7 +63,7 @@ class Trace:
                 self.tool_calls += 1
         if kind is LLM:
             if self.llm_steps and step.end_ns < self.llm_steps[-1].end_ns:
-                bisect.insort(self.llm_steps, step, key=end_time)
+                self.llm_steps.insert(ended_by(self.llm_steps, step.end_ns), step)
             else:
                 self.llm_steps.append(step)
         if step.is_root:

@@ -9,7 +9,6 @@ at most `MODELS_KEPT` names: they come from untrusted spans, and distinct ones m
 
 from __future__ import annotations
 
-import bisect
 import functools
 import logging
 from collections.abc import Iterable
@@ -19,7 +18,7 @@ from typing import Final
 from genai_prices import Usage, calc_price
 from genai_prices.types import TieredPrices
 
-from .steps import LLM, Step, end_time
+from .steps import LLM, Step, ended_by
 
 log = logging.getLogger(__name__)
 MTOK: Final = 1_000_000
@@ -113,7 +112,7 @@ def producer(step: Step, llm_steps: list[Step]) -> Step | None:
     inference that ended before it started (`llm_steps` is in end order), preferring the same parent."""
     if step.kind is LLM:
         return step
-    i = bisect.bisect_right(llm_steps, step.start_ns, key=end_time)
+    i = ended_by(llm_steps, step.start_ns)
     if i == 0:
         return None
     best = llm_steps[i - 1]

@@ -109,8 +109,17 @@ class Step:
                 ("cache_read", self.cache_read_tokens), ("cache_write", self.cache_write_tokens))
 
 
-def end_time(step: Step) -> int:
-    return step.end_ns
+def ended_by(steps: list[Step], ns: int) -> int:
+    """How many of `steps` (in end order) ended at or before `ns`: bisect_right by end time, natively (bisect's
+    `key` is a call through Python per probe)."""
+    lo, hi = 0, len(steps)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ns < steps[mid].end_ns:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 @dataclass(slots=True, init=False)  # __init__ written out: it is compiled, a generated one is not

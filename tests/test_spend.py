@@ -10,7 +10,7 @@ from genai_prices import Usage, calc_price
 
 from mastwatch.collector import spend
 from mastwatch.collector.spend import Waste, producer
-from mastwatch.collector.steps import Step, StepKind
+from mastwatch.collector.steps import Step, StepKind, ended_by
 
 _ids = itertools.count(1)
 
@@ -82,6 +82,12 @@ def test_producer_is_latest_call_ended_before_the_tool() -> None:
     assert producer(tool(15, parent=b), calls) is first  # `other` ended after the tool started
     assert producer(tool(5, parent=a), calls) is None
     assert producer(late, calls) is late
+
+
+def test_ended_by_counts_the_calls_ended_at_or_before_a_time() -> None:
+    calls = [llm(start=0, end=end) for end in (10, 20, 20, 40)]  # in end order
+    assert [ended_by(calls, ns) for ns in (5, 10, 19, 20, 39, 40, 99)] == [0, 1, 1, 3, 3, 4, 4]
+    assert ended_by([], 5) == 0
 
 
 def test_waste_counts_a_producer_once() -> None:
