@@ -321,10 +321,14 @@ class Processor:
                 cost[model] = cost.get(model, 0.0) + spent
         for model, n in unpriced.items():
             self.telemetry.unpriced_calls(model, n)
+        total_cost = 0.0
+        for usd in cost.values():
+            total_cost += usd
+        models = [model for model, _ in by_model] if len(by_model) < 2 else sorted({m for m, _ in by_model})
         return Verdict(
             trace_id=trace.trace_id.hex(), service=published.service, agent=published.agent,
-            models=sorted({m for m, _ in by_model}), started_at_ns=trace.started_ns, ended_at_ns=trace.ended_ns,
+            models=models, started_at_ns=trace.started_ns, ended_at_ns=trace.ended_ns,
             steps=len(trace.steps), llm_calls=len(trace.llm_steps), tool_calls=trace.tool_calls,
-            input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=sum(cost.values()),
+            input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=total_cost,
             findings=findings, waste=waste, completion=reason, tokens=tokens, cost=cost, unpriced_calls=unpriced,
             not_assessed=self.engine.not_assessed_for(trace))

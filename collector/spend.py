@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -86,7 +85,7 @@ def _lookup(model: str, provider: str | None) -> _Model | None:
 _resolve: Final = functools.lru_cache(maxsize=MODELS_KEPT)(_lookup)
 
 
-def price(model: str | None, provider: str | None, steps: Iterable[Step]) -> float | None:
+def price(model: str | None, provider: str | None, steps: list[Step]) -> float | None:
     """Price of these inference calls of one model; None when the model has no known price."""
     resolved = _resolve(model, provider) if model else None
     if resolved is None:
@@ -186,7 +185,7 @@ class Waste:
             for kind, n in tokens:
                 if n:
                     self.tokens[(model, kind)] = self.tokens.get((model, kind), 0) + n
-            cost = price(llm.model, llm.provider, (llm,))
+            cost = price(llm.model, llm.provider, [llm])
             if cost:
                 self.cost[model] = self.cost.get(model, 0.0) + cost
             self.steps.append(RepeatedStep(code, step, tool, model, tokens, cost or 0.0))
