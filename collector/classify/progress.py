@@ -13,7 +13,7 @@ from .detector import Detector, SharedState, shared
 from .signals import (
     CONTENT,
     STRUCTURE,
-    TOOL_CALL_FINISH,
+    asks_for_tools,
     claims_success,
     explains_failure,
     tool_error,
@@ -71,7 +71,7 @@ class Progress(SharedState):
         self.tool_calls += 1
         before, self.last_tool = self.last_tool, step
         last_llm = self.last_llm
-        self.unseen_tool = last_llm is not None and not TOOL_CALL_FINISH.isdisjoint(last_llm.finish_reasons)
+        self.unseen_tool = last_llm is not None and asks_for_tools(last_llm)
         basis = tool_error(step)
         effect = self.tools.effect(step.tool)
         if basis is not None:
@@ -98,7 +98,7 @@ class Progress(SharedState):
     def answered(self) -> bool:
         """The run's last model call came after its last tool call and asked for no more tools."""
         llm = self.last_llm
-        return llm is not None and not self.unseen_tool and TOOL_CALL_FINISH.isdisjoint(llm.finish_reasons) and \
+        return llm is not None and not self.unseen_tool and not asks_for_tools(llm) and \
             (self.last_tool is None or llm.end_ns >= self.last_tool.end_ns)
 
 

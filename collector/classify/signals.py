@@ -17,6 +17,13 @@ CONTENT: Final = "content"
 TOOL_CALL_FINISH: Final = frozenset({"tool_call", "tool_calls", "function_call", "tool_use",
                                      "tool-calls"})  # tool-calls: Vercel AI SDK
 
+
+def asks_for_tools(step: Step) -> bool:
+    """Whether a model call finished asking for tool calls (one of its finish reasons is in TOOL_CALL_FINISH). Not
+    `isdisjoint`: a method call through Python, for every model call and every detector asking; this compiles to a
+    loop."""
+    return any(reason in TOOL_CALL_FINISH for reason in step.finish_reasons)
+
 # A tool result reporting a failure, read at its start (a leading quote or bracket of JSON is skipped), or a
 # traceback or error list anywhere in its preview (whitespace there is collapsed; looked for only in text holding
 # one of the words it needs).

@@ -18,7 +18,7 @@ from typing import Final
 from ...config import StepRepetitionSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
-from ..signals import TOOL_CALL_FINISH
+from ..signals import asks_for_tools
 
 EVIDENCE_LIMIT: Final = 50
 
@@ -158,7 +158,7 @@ class StepRepetition(Detector):
         return False
 
     def _observe_output(self, step: Step, fingerprint: int) -> Finding | None:
-        if step.output_chars < self._output_min_chars or not TOOL_CALL_FINISH.isdisjoint(step.finish_reasons):
+        if step.output_chars < self._output_min_chars or asks_for_tools(step):
             return None
         if self._outputs is None:
             self._outputs = {}

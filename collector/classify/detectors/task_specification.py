@@ -10,7 +10,7 @@ from __future__ import annotations
 from ...config import TaskSpecificationSettings
 from ...steps import LLM, TOOL, Finding, Step
 from ..detector import Detector
-from ..signals import TOOL_CALL_FINISH
+from ..signals import asks_for_tools
 
 
 class TaskSpecification(Detector):
@@ -25,7 +25,7 @@ class TaskSpecification(Detector):
 
     def observe(self, step: Step) -> Finding | None:
         if step.kind is LLM:
-            if step.finish_reasons and TOOL_CALL_FINISH.isdisjoint(step.finish_reasons):
+            if step.finish_reasons and not asks_for_tools(step):
                 self.asked = True
             return None
         if self.found is not None or step.tool is None or not self.settings.confirm(step.tool):

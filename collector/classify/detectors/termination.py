@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...config import TerminationSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
-from ..signals import CONTENT, STRUCTURE, TOOL_CALL_FINISH, limit_text
+from ..signals import CONTENT, STRUCTURE, asks_for_tools, limit_text
 
 
 class Termination(Detector):
@@ -32,7 +32,7 @@ class Termination(Detector):
         kind = step.kind
         final_output = False
         if kind is LLM:
-            final_output = TOOL_CALL_FINISH.isdisjoint(step.finish_reasons)
+            final_output = not asks_for_tools(step)
             self.asked = None if final_output else step
             self.unseen = None
         elif kind is TOOL and self.asked is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ...config import VerificationSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
-from ..signals import CONTENT, STRUCTURE, TOOL_CALL_FINISH, acknowledged_only, tool_error
+from ..signals import CONTENT, STRUCTURE, acknowledged_only, asks_for_tools, tool_error
 from ..tools import STATE_CHANGING
 
 
@@ -32,7 +32,7 @@ class Verification(Detector):
         if step.limit is not None:
             self.stopped = True
         if step.kind is LLM:
-            self._asked, self._unseen = not TOOL_CALL_FINISH.isdisjoint(step.finish_reasons), False
+            self._asked, self._unseen = asks_for_tools(step), False
             return None
         tool = step.tool
         if tool is None:
