@@ -149,7 +149,9 @@ class TraceAssembler:
             self._complete(self._oldest(), reason)
 
     def _oldest(self) -> Trace:
-        return next(iter(self.traces.values()))
+        for trace in self.traces.values():  # the first: a compiled loop, not next(iter()) through Python
+            return trace
+        raise LookupError("no trace is buffered")
 
     def _complete(self, trace: Trace, reason: str) -> None:
         del self.traces[trace.trace_id]

@@ -172,12 +172,15 @@ class StepRepetition(Detector):
         return self.current()
 
     def current(self) -> Finding | None:
-        if not self._reasons:
+        reasons = self._reasons
+        if not reasons:
             return None
-        ranked = sorted(self._reasons.values(), reverse=True)
-        confidence, basis, _ = ranked[0]
-        return Finding(self.code, confidence, list(self._evidence), "; ".join(r for _, _, r in ranked),
-                       basis, self.repeated)
+        # mostly one signal: no sort, no join (calls through Python)
+        ranked = list(reasons.values()) if len(reasons) == 1 else sorted(reasons.values(), reverse=True)
+        confidence, basis, reason = ranked[0]
+        if len(ranked) > 1:
+            reason = "; ".join([r for _, _, r in ranked])
+        return Finding(self.code, confidence, list(self._evidence), reason, basis, self.repeated)
 
     def finish(self) -> Finding | None:
         return self.current()
