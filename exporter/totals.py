@@ -104,6 +104,20 @@ class LatencyHistogram:
         return [HistogramMetricFamily(self.name, self.documentation, buckets=buckets, sum_value=total)]
 
 
+class Completions:
+    """Traces completed by reason, evictions and the classification latency: the processor's thread reports each
+    trace here (SelfMetrics.trace_completed is this class's method, compiled)."""
+
+    def __init__(self, completed: Totals, evicted: Any, latency: LatencyHistogram) -> None:
+        self.completed, self.evicted, self.latency = completed, evicted, latency
+
+    def trace_completed(self, reason: str, seconds: float) -> None:
+        self.completed.add((reason,))
+        if reason == "evicted":
+            self.evicted.inc()
+        self.latency.observe(seconds)
+
+
 class MastSeries:
     """mast_*: what the agents are doing, counted per verdict and increment."""
 
