@@ -215,11 +215,11 @@ put(PyObject *values, Py_ssize_t slot, PyObject *value)
     return 0;
 }
 
-/* values[slot] = str(value) (value borrowed). */
+/* values[slot] = str(value) (value borrowed; a str is itself). */
 static int
 put_str(PyObject *values, Py_ssize_t slot, PyObject *value)
 {
-    return put(values, slot, PyObject_Str(value));
+    return put(values, slot, PyUnicode_CheckExact(value) ? Py_NewRef(value) : PyObject_Str(value));
 }
 
 /* values[slot] = value (borrowed). */
