@@ -52,23 +52,28 @@ class Totals:
 
     def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...], registry: Any) -> None:
         self.name, self.documentation, self.labelnames = name, documentation, labelnames
-        self.values: dict[tuple[str, ...], float] = {}
+        # a one-item list per label set, added to in place: the label tuple is hashed once per add, not twice
+        self.values: dict[tuple[str, ...], list[float]] = {}
         registry.register(self)
 
     def add(self, labels: tuple[str, ...], amount: float = 1) -> None:
-        values = self.values
-        values[labels] = values.get(labels, 0) + amount
+        cell = self.values.get(labels)
+        if cell is None:
+            self.values[labels] = [amount]
+        else:
+            cell[0] += amount
 
     def get(self, *labels: str) -> float:
-        return self.values.get(labels, 0)
+        cell = self.values.get(labels)
+        return 0 if cell is None else cell[0]
 
     def describe(self) -> list[CounterMetricFamily]:
         return [CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)]
 
     def collect(self) -> list[CounterMetricFamily]:
         family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
-        for labels, value in list(self.values.items()):
-            family.add_metric(labels, value)
+        for labels, cell in list(self.values.items()):
+            family.add_metric(labels, cell[0])
         return [family]
 
 
