@@ -2,7 +2,8 @@
 
 - The C span decoder (`collector/receiver/_otlpdecode.c`; decode.py falls back to the protobuf runtime without it).
 - The loops of content.py over every character or node of a piece of content (`collector/_content.c`).
-- genai.read for the spans only the GenAI conventions read and that need no parsing (`collector/normalize/_genai.c`).
+- genai.read for the spans only the GenAI conventions read and that need no parsing (`collector/normalize/_genai.c`),
+  and the one str kept per name that steps share (`collector/normalize/_strings.c`).
 - The modules that run for every span (normalisation, trace assembly, the classifier and its detectors, the
   processor) compiled to C extensions by mypyc, from the same Python sources; their type hints are checked
   when they run. `MASTWATCH_COMPILE=0` builds pure Python instead (quicker to edit: an editable install keeps
@@ -36,6 +37,8 @@ content = Extension("mastwatch.collector._content", ["collector/_content.c"],
                     extra_compile_args=["-O2", "-Wall", "-Wextra"])
 genai = Extension("mastwatch.collector.normalize._genai", ["collector/normalize/_genai.c"],
                   extra_compile_args=["-O2", "-Wall", "-Wextra"])
+strings = Extension("mastwatch.collector.normalize._strings", ["collector/normalize/_strings.c"],
+                    extra_compile_args=["-O2", "-Wall", "-Wextra"])
 
 
 def _staged() -> Path:
@@ -69,4 +72,4 @@ def _compiled() -> list[Extension]:
         os.chdir(here)
 
 
-setup(ext_modules=[decoder, content, genai, *_compiled()])
+setup(ext_modules=[decoder, content, genai, strings, *_compiled()])

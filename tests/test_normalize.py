@@ -657,3 +657,26 @@ def test_c_genai_reader_checks_its_spec() -> None:
     with pytest.raises(TypeError):
         values([], "x", 0)  # type: ignore[arg-type]
     assert values({}, "x", 0) == [None] * 16
+
+
+def test_one_str_is_kept_per_text_and_the_table_is_bounded() -> None:
+    from mastwatch.collector.normalize._strings import bound, canonical, kept
+
+    first = canonical("search" + " tool"[:0])
+    again = "".join(["sea", "rch"])
+    assert again is not first and canonical(again) is first and canonical(first) is first
+    assert normalize_span(as_record(make_span("search", {}))).name is first  # steps share it
+    try:
+        bound(3)  # forgets what was kept
+        texts = [canonical(f"text {i}") for i in range(3)]
+        assert kept() == 3
+        fourth = canonical("text 3")  # a full table is emptied first
+        assert kept() == 1 and canonical("".join(["text ", "3"])) is fourth
+        later = canonical("".join(["text ", "0"]))  # kept anew: equal, another object
+        assert later == texts[0] and later is not texts[0] and canonical(later) is later
+        with pytest.raises(TypeError):
+            canonical(3)  # type: ignore[arg-type]
+        with pytest.raises(ValueError):
+            bound(0)
+    finally:
+        bound(10_000)

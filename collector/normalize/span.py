@@ -24,6 +24,8 @@ from . import draft as field
 from . import genai, langfuse, openinference, openllmetry, vercel
 from ._genai import configure as configure_genai
 from ._genai import values as genai_values
+from ._strings import bound as bound_canonical
+from ._strings import canonical
 from .attributes import EXCEPTION_ESCAPED, EXCEPTION_MESSAGE, EXCEPTION_TYPE, STATUS_DESCRIPTION
 from .draft import Draft
 from .limits import LIMIT_TEXT, limit_hit
@@ -58,34 +60,9 @@ def _kept(cache: dict[str, str], key: str, value: str) -> str:
     return value
 
 
-_STRINGS: Final[dict[str, str]] = {}  # span names, services, agents, providers, tools, models, error types
-
-
-def _canonical(text: str) -> str:
-    """One object for equal texts, so buffered steps share them and compare them by identity first: a bounded dict
-    read in compiled code. (Not sys.intern: a call through Python's calling convention, and interned strings are
-    immortal in early Python 3.12 releases, where a stream of distinct span names would pile up.)"""
-    known = _STRINGS.get(text)
-    return known if known is not None else _kept(_STRINGS, text, text)
-
-
-class _Recent:
-    """A text given last and its canonical object, as one pair (swapped whole: threads may share it)."""
-
-    def __init__(self) -> None:
-        self.pair: tuple[str, str] = ("", "")
-
-
-_SERVICE: Final = _Recent()
-
-
-def _service(text: str) -> str:
-    """`_canonical(text)` for a service: the spans of a request share their resource's str."""
-    given, canonical = _SERVICE.pair
-    if text is not given:
-        canonical = _canonical(text)
-        _SERVICE.pair = (text, canonical)
-    return canonical
+# One str per text for what steps keep (see _strings.c), bounded as the other span-derived caches.
+_canonical: Final = canonical
+bound_canonical(_CACHE_SIZE)
 
 
 _MODEL_IDS: Final[dict[str, str]] = {}  # model name as given -> its id, canonical
@@ -207,13 +184,13 @@ def normalize_span(span: SpanRecord) -> Step:
         read = draft(attrs, name, bits)
         if read.empty:
             step = Step(trace_id, span_id, parent_span_id, OTHER, _canonical(name), start_ns, end_ns,
-                        _service(service))
+                        _canonical(service))
             if status_code == STATUS_ERROR or EXCEPTION_TYPE in attrs:
                 _failure(step, attrs, status_code == STATUS_ERROR, None)
             return step
         values = read.values
     kind = values[field.KIND] or OTHER
-    step = Step(trace_id, span_id, parent_span_id, kind, _canonical(name), start_ns, end_ns, _service(service))
+    step = Step(trace_id, span_id, parent_span_id, kind, _canonical(name), start_ns, end_ns, _canonical(service))
     if (agent := values[field.AGENT_NAME]) is not None:
         step.agent = _canonical(agent)
     if (model := values[field.MODEL]) is not None:
