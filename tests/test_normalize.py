@@ -92,6 +92,12 @@ def test_genai_deprecated_names() -> None:
 _CHAT_OUTPUT = '[{"role": "assistant", "parts": [{"type": "text", "content": "done"}]}]'
 OPTIONAL_KEYS = {
     "gen_ai.response.model": ("chat", "gpt-x", lambda s: s.model == "gpt-x"),
+    "gen_ai.request.model": ("chat", "gpt-y", lambda s: s.model == "gpt-y"),
+    "gen_ai.agent.name": ("chat", "planner", lambda s: s.agent == "planner"),
+    "gen_ai.tool.call.arguments": ("execute_tool", '{"q": 1}', lambda s: s.args is not None),
+    "tool_arguments": ("execute_tool", '{"q": 1}', lambda s: s.args is not None),
+    "gen_ai.tool.args": ("execute_tool", '{"q": 1}', lambda s: s.args is not None),
+    "gcp.vertex.agent.tool_call_args": ("execute_tool", '{"q": 1}', lambda s: s.args is not None),
     "gen_ai.tool.call.result": ("execute_tool", "ok", lambda s: s.result is not None),
     "tool_response": ("execute_tool", "ok", lambda s: s.result is not None),
     "gcp.vertex.agent.tool_response": ("execute_tool", "ok", lambda s: s.result is not None),

@@ -17,7 +17,7 @@ static PyObject *kinds;                     /* operation name -> step kind */
 static PyObject *agent_operations, *tool_operations; /* frozensets of operation names */
 static PyObject *kind_llm, *kind_tool, *kind_agent, *kind_other;
 static PyObject *tool_prefix;               /* of a tool span's name */
-static long bit_response_model, bit_cache_tokens, bit_finish, bit_error, bit_conversation, bits_out_of_scope;
+static long bit_response_model, bit_agent_name, bit_request_model, bit_arguments, bit_cache_tokens, bit_finish, bit_error, bit_conversation, bits_out_of_scope;
 static Py_ssize_t f_kind, f_agent, f_model, f_provider, f_tool, f_call_id, f_conversation, f_args, f_input,
     f_output, f_cache_read, f_cache_write, f_finish, f_error_type, n_fields;
 static int configured;
@@ -166,6 +166,9 @@ configure(PyObject *Py_UNUSED(module), PyObject *spec)
         spec_slot(spec, "slot_cache_write_tokens", &f_cache_write) < 0 ||
         spec_slot(spec, "slot_finish_reasons", &f_finish) < 0 || spec_slot(spec, "slot_error_type", &f_error_type) < 0 ||
         spec_int(spec, "bit_response_model", &bit_response_model) < 0 ||
+        spec_int(spec, "bit_agent_name", &bit_agent_name) < 0 ||
+        spec_int(spec, "bit_request_model", &bit_request_model) < 0 ||
+        spec_int(spec, "bit_arguments", &bit_arguments) < 0 ||
         spec_int(spec, "bit_cache_tokens", &bit_cache_tokens) < 0 || spec_int(spec, "bit_finish", &bit_finish) < 0 ||
         spec_int(spec, "bit_error", &bit_error) < 0 || spec_int(spec, "bit_conversation", &bit_conversation) < 0 ||
         spec_int(spec, "bits_out_of_scope", &bits_out_of_scope) < 0) {
@@ -230,7 +233,7 @@ put_ref(PyObject *values, Py_ssize_t slot, PyObject *value)
     return put(values, slot, value);
 }
 
-/* `a or b` over two lookups: a unless it is missing or false. */
+/* `a or b` over two lookups: a unless it is missing or false (b_key NULL: b is missing). */
 static int
 either(PyObject *attrs, PyObject *a_key, PyObject *a, PyObject *b_key, PyObject **out)
 {
@@ -248,7 +251,8 @@ either(PyObject *attrs, PyObject *a_key, PyObject *a, PyObject *b_key, PyObject 
             return 0;
         }
     }
-    return get(attrs, b_key, out);
+    *out = NULL;
+    return b_key == NULL ? 0 : get(attrs, b_key, out);
 }
 
 PyDoc_STRVAR(values_doc,
@@ -344,7 +348,8 @@ values(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     }
 
     /* the agent: its name, else an agent operation's span name `{operation} {agent}` */
-    if (get(attrs, k_agent_name, &value) < 0) {
+    value = NULL;
+    if (present & bit_agent_name && get(attrs, k_agent_name, &value) < 0) {
         goto error;
     }
     if (value != NULL) {
@@ -374,7 +379,7 @@ values(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     if (present & bit_response_model && get(attrs, k_response_model, &value) < 0) {
         goto error;
     }
-    if (either(attrs, NULL, value, k_request_model, &value) < 0) {
+    if (either(attrs, NULL, value, present & bit_request_model ? k_request_model : NULL, &value) < 0) {
         goto error;
     }
     if (value != NULL && put_str(out, f_model, value) < 0) {
@@ -418,7 +423,8 @@ values(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         if (value != NULL && put_str(out, f_call_id, value) < 0) {
             goto error;
         }
-        if (first(attrs, k_tool_arguments, &value) < 0) {
+        value = NULL;
+        if (present & bit_arguments && first(attrs, k_tool_arguments, &value) < 0) {
             goto error;
         }
         if (value != NULL && put_ref(out, f_args, value) < 0) {

@@ -59,8 +59,12 @@ CACHE_TOKENS: Final = 32
 FINISH: Final = 64
 ERROR: Final = 128
 CONVERSATION: Final = 256
+AGENT_NAME: Final = 512
+REQUEST_MODEL: Final = 1024  # absent from tool and agent spans
+ARGUMENTS: Final = 2048
 OPTIONAL: Final[dict[str, int]] = {
-    RESPONSE_MODEL_KEY: RESPONSE_MODEL, **dict.fromkeys(TOOL_RESULTS, RESULT),
+    RESPONSE_MODEL_KEY: RESPONSE_MODEL, AGENT_NAME_KEY: AGENT_NAME, REQUEST_MODEL_KEY: REQUEST_MODEL,
+    **dict.fromkeys(TOOL_ARGUMENTS, ARGUMENTS), **dict.fromkeys(TOOL_RESULTS, RESULT),
     **dict.fromkeys(("input.value", "output.value", _OUTPUT), IO), "gen_ai.output.messages": OUTPUT_MESSAGES,
     **dict.fromkeys(_LEGACY_COMPLETION, LEGACY_COMPLETION),
     **dict.fromkeys((k for _, keys in _CACHE_TOKENS for k in keys), CACHE_TOKENS),
@@ -91,7 +95,8 @@ SPEC: Final[dict[str, object]] = {
     "slot_input_tokens": field.INPUT_TOKENS, "slot_output_tokens": field.OUTPUT_TOKENS,
     "slot_cache_read_tokens": field.CACHE_READ_TOKENS, "slot_cache_write_tokens": field.CACHE_WRITE_TOKENS,
     "slot_finish_reasons": field.FINISH_REASONS, "slot_error_type": field.ERROR_TYPE,
-    "bit_response_model": RESPONSE_MODEL, "bit_cache_tokens": CACHE_TOKENS, "bit_finish": FINISH, "bit_error": ERROR,
+    "bit_response_model": RESPONSE_MODEL, "bit_agent_name": AGENT_NAME, "bit_request_model": REQUEST_MODEL,
+    "bit_arguments": ARGUMENTS, "bit_cache_tokens": CACHE_TOKENS, "bit_finish": FINISH, "bit_error": ERROR,
     "bit_conversation": CONVERSATION, "bits_out_of_scope": RESULT | IO | OUTPUT_MESSAGES | LEGACY_COMPLETION}
 
 
@@ -145,12 +150,12 @@ def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
     kind = _kind(op, attrs)
     if kind is not None:
         draft.offer(field.KIND, kind)
-    if (agent := attrs.get(AGENT_NAME_KEY)) is not None:
+    if present & AGENT_NAME and (agent := attrs.get(AGENT_NAME_KEY)) is not None:
         draft.offer(field.AGENT_NAME, str(agent))
     elif op in AGENT_OPERATIONS and name.startswith(op + " "):
         draft.offer(field.AGENT_NAME, name[len(op) + 1:])
     model = attrs.get(RESPONSE_MODEL_KEY) if present & RESPONSE_MODEL else None
-    if (model := model or attrs.get(REQUEST_MODEL_KEY)) is not None:
+    if (model := model or (attrs.get(REQUEST_MODEL_KEY) if present & REQUEST_MODEL else None)) is not None:
         draft.offer(field.MODEL, str(model))
     if (provider := attrs.get(PROVIDER_KEY) or attrs.get(SYSTEM_KEY)) is not None:
         draft.offer(field.PROVIDER, str(provider))
@@ -161,10 +166,11 @@ def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
             draft.offer(field.TOOL_NAME, name.removeprefix(TOOL_PREFIX) or name)
         if (call_id := attrs.get(TOOL_CALL_ID_KEY)) is not None:
             draft.offer(field.TOOL_CALL_ID, str(call_id))
-        for key in TOOL_ARGUMENTS:
-            if (args := attrs.get(key)) is not None:
-                draft.offer(field.ARGS, args)
-                break
+        if present & ARGUMENTS:
+            for key in TOOL_ARGUMENTS:
+                if (args := attrs.get(key)) is not None:
+                    draft.offer(field.ARGS, args)
+                    break
         if present & RESULT:
             for key in TOOL_RESULTS:
                 if (result := attrs.get(key)) is not None:
