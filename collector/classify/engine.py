@@ -136,7 +136,8 @@ class ClassifierEngine:
         changed: list[Finding] | None = None
         failed: list[Detector] | None = None
         detectors = state.detectors
-        for i in state.routes[step.kind]:
+        kind: int = step.kind  # an int index for the compiled list, not an enum object for Python's
+        for i in state.routes[kind]:
             detector = detectors[i]
             try:
                 finding = detector.observe(step)

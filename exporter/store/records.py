@@ -80,10 +80,10 @@ def repeated_step_rows(v: Verdict) -> list[list[Any]]:
     rows = []
     for r in v.waste.steps:
         step = r.step
-        (_, uncached), (_, output), (_, cache_read), (_, cache_write) = r.tokens  # as Step.tokens_by_type
+        tokens = r.tokens  # as Step.tokens_by_type: input (uncached), output, cache_read, cache_write
         rows.append([v.trace_id, step.span_id.hex(), v.service, v.agent, r.code, r.tool,
-                     step.args.fingerprint if step.args is not None else 0, r.model or "", uncached, output,
-                     cache_read, cache_write, r.cost_usd, seconds(step.start_ns)])
+                     step.args.fingerprint if step.args is not None else 0, r.model or "", tokens[0][1],
+                     tokens[1][1], tokens[2][1], tokens[3][1], r.cost_usd, seconds(step.start_ns)])
     return rows
 
 
