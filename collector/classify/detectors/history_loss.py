@@ -16,9 +16,10 @@ from ..detector import Detector, SharedState, shared
 
 
 class _Series:
-    __slots__ = ("calls", "first", "largest", "pending")
+    __slots__ = ("agent", "calls", "conversation", "first", "largest", "model", "pending")
 
     def __init__(self, step: Step) -> None:
+        self.agent, self.conversation, self.model = step.agent, step.conversation_id, step.model  # its key
         self.calls = 0
         self.first = step.input_tokens
         self.largest: Step = step
@@ -35,12 +36,13 @@ class PromptSizes(SharedState):
     """The prompt sizes of a trace's conversations, fed once per model call; shared by FM-1.4 and FM-2.1 when
     their settings agree on what a collapse is."""
 
-    __slots__ = ("collapse", "limits", "seen", "series")
+    __slots__ = ("collapse", "last", "limits", "seen", "series")
 
     def __init__(self, limits: tuple[int, int, float]) -> None:
         super().__init__()
         self.limits = limits  # min_calls, min_tokens, drop_ratio
         self.series: dict[tuple, _Series] = {}
+        self.last: _Series | None = None  # of the call seen last: mostly the next one's too
         self.seen: Step | None = None
         self.collapse: Collapse | None = None  # confirmed by the step last seen
 
@@ -48,11 +50,15 @@ class PromptSizes(SharedState):
         if step is self.seen:  # a detector sharing this history already fed it
             return self.collapse
         self.seen, self.collapse = step, None
-        key = (step.agent, step.conversation_id, step.model)
-        series = self.series.get(key)
-        if series is None:
-            self.series[key] = _Series(step)
-            return None
+        series = self.last
+        if series is None or step.agent is not series.agent or step.model is not series.model \
+                or step.conversation_id is not series.conversation:  # names are canonical: compared by identity
+            key = (step.agent, step.conversation_id, step.model)
+            series = self.series.get(key)
+            if series is None:
+                self.series[key] = self.last = _Series(step)
+                return None
+            self.last = series
         min_calls, min_tokens, drop_ratio = self.limits
         series.calls += 1
         largest = series.largest
