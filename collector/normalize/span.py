@@ -23,7 +23,7 @@ from ..steps import LLM, OTHER, TOOL, Step
 from . import draft as field
 from . import genai, langfuse, openinference, openllmetry, vercel
 from ._genai import configure as configure_genai
-from ._genai import values as genai_values
+from ._genai import values as _genai
 from ._strings import bound as bound_canonical
 from ._strings import canonical
 from .attributes import EXCEPTION_ESCAPED, EXCEPTION_MESSAGE, EXCEPTION_TYPE, STATUS_DESCRIPTION
@@ -62,6 +62,7 @@ def _kept(cache: dict[str, str], key: str, value: str) -> str:
 
 # One str per text for what steps keep (see _strings.c), bounded as the other span-derived caches.
 _canonical: Final = canonical
+genai_values: Final = _genai  # Final: compiled code calls it from a C static, not the module's dict
 bound_canonical(_CACHE_SIZE)
 
 
