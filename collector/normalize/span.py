@@ -20,12 +20,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..content import PREVIEW_CHARS, Content, collapse, fingerprint, preview
 from ..steps import LLM, OTHER, TOOL, Step
+from . import _genai, _strings, genai, langfuse, openinference, openllmetry, vercel
 from . import draft as field
-from . import genai, langfuse, openinference, openllmetry, vercel
-from ._genai import configure as configure_genai
-from ._genai import values as _genai
-from ._strings import bound as bound_canonical
-from ._strings import canonical
 from .attributes import EXCEPTION_ESCAPED, EXCEPTION_MESSAGE, EXCEPTION_TYPE, STATUS_DESCRIPTION
 from .draft import Draft
 from .limits import LIMIT_TEXT, limit_hit
@@ -60,10 +56,10 @@ def _kept(cache: dict[str, str], key: str, value: str) -> str:
     return value
 
 
-# One str per text for what steps keep (see _strings.c), bounded as the other span-derived caches.
-_canonical: Final = canonical
-genai_values: Final = _genai  # Final: compiled code calls it from a C static, not the module's dict
-bound_canonical(_CACHE_SIZE)
+# Called per span: Final, so that compiled code calls them from C statics, not through the module's dict.
+_canonical: Final = _strings.canonical  # one str per text for what steps keep, bounded as the caches here
+_genai_values: Final = _genai.values  # genai.read in C (see normalize_span)
+_strings.bound(_CACHE_SIZE)
 
 
 _MODEL_IDS: Final[dict[str, str]] = {}  # model name as given -> its id, canonical
@@ -120,7 +116,7 @@ _OPENLLMETRY: Final = 1 << CONVENTIONS.index(openllmetry)
 _VERCEL: Final = 1 << CONVENTIONS.index(vercel)
 _LANGFUSE: Final = 1 << CONVENTIONS.index(langfuse)
 _CONVENTIONS: Final = (1 << len(CONVENTIONS)) - 1
-configure_genai(genai.SPEC)
+_genai.configure(genai.SPEC)
 
 
 def key_marks(attrs: dict[str, Any]) -> int:
@@ -180,7 +176,7 @@ def normalize_span(span: SpanRecord) -> Step:
     if bits < 0:  # not marked by the decoder
         bits = key_marks(attrs)
     # a span only the GenAI conventions read, with nothing to parse: its slots from C (the bulk of the traffic)
-    values = genai_values(attrs, name, bits >> len(CONVENTIONS)) if bits & _CONVENTIONS == _GENAI else None
+    values = _genai_values(attrs, name, bits >> len(CONVENTIONS)) if bits & _CONVENTIONS == _GENAI else None
     if values is None:
         read = draft(attrs, name, bits)
         if read.empty:
