@@ -17,7 +17,8 @@ static PyObject *kinds;                     /* operation name -> step kind */
 static PyObject *agent_operations, *tool_operations; /* frozensets of operation names */
 static PyObject *kind_llm, *kind_tool, *kind_agent, *kind_other;
 static PyObject *tool_prefix;               /* of a tool span's name */
-static long bit_response_model, bit_agent_name, bit_request_model, bit_arguments, bit_cache_tokens, bit_finish, bit_error, bit_conversation, bits_out_of_scope;
+static long bit_response_model, bit_agent_name, bit_request_model, bit_arguments, bit_cache_tokens, bit_finish,
+    bit_error, bit_conversation, bits_out_of_scope;
 static Py_ssize_t f_kind, f_agent, f_model, f_provider, f_tool, f_call_id, f_conversation, f_args, f_input,
     f_output, f_cache_read, f_cache_write, f_finish, f_error_type, n_fields;
 static int configured;
@@ -164,7 +165,8 @@ configure(PyObject *Py_UNUSED(module), PyObject *spec)
         spec_slot(spec, "slot_input_tokens", &f_input) < 0 || spec_slot(spec, "slot_output_tokens", &f_output) < 0 ||
         spec_slot(spec, "slot_cache_read_tokens", &f_cache_read) < 0 ||
         spec_slot(spec, "slot_cache_write_tokens", &f_cache_write) < 0 ||
-        spec_slot(spec, "slot_finish_reasons", &f_finish) < 0 || spec_slot(spec, "slot_error_type", &f_error_type) < 0 ||
+        spec_slot(spec, "slot_finish_reasons", &f_finish) < 0 ||
+        spec_slot(spec, "slot_error_type", &f_error_type) < 0 ||
         spec_int(spec, "bit_response_model", &bit_response_model) < 0 ||
         spec_int(spec, "bit_agent_name", &bit_agent_name) < 0 ||
         spec_int(spec, "bit_request_model", &bit_request_model) < 0 ||
