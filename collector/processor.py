@@ -23,7 +23,7 @@ from .classify.modes import MODES, FailureMode
 from .config import ProcessorConfig
 from .normalize import normalize_span
 from .receiver.decode import SpanRecord
-from .spend import Waste, price
+from .spend import Waste, add_tokens, price, usd_total
 from .steps import Finding, Step
 from .telemetry import NullTelemetry
 from .verdict import Verdict
@@ -85,10 +85,6 @@ class JudgeOffer(Protocol):
 
     def offer(self, trace: Trace, verdict: Verdict) -> None: ...
     def shutdown(self) -> None: ...
-
-
-def _count(counts: dict[tuple[str, str], int], key: tuple[str, str], n: int) -> None:
-    counts[key] = counts.get(key, 0) + n
 
 
 def _diff(new: dict, old: dict) -> dict:
@@ -307,13 +303,13 @@ class Processor:
                 cache_write += s.cache_write_tokens
             output_tokens += output
             if uncached:
-                _count(tokens, (model, "input"), uncached)
+                add_tokens(tokens, model, "input", uncached)
             if output:
-                _count(tokens, (model, "output"), output)
+                add_tokens(tokens, model, "output", output)
             if cache_read:
-                _count(tokens, (model, "cache_read"), cache_read)
+                add_tokens(tokens, model, "cache_read", cache_read)
             if cache_write:
-                _count(tokens, (model, "cache_write"), cache_write)
+                add_tokens(tokens, model, "cache_write", cache_write)
             spent = price(None if model == "unknown" else model, provider, steps)
             if spent is None:
                 unpriced[model] = unpriced.get(model, 0) + len(steps)
@@ -321,14 +317,11 @@ class Processor:
                 cost[model] = cost.get(model, 0.0) + spent
         for model, n in unpriced.items():
             self.telemetry.unpriced_calls(model, n)
-        total_cost = 0.0
-        for usd in cost.values():
-            total_cost += usd
         models = [model for model, _ in by_model] if len(by_model) < 2 else sorted({m for m, _ in by_model})
         return Verdict(
             trace_id=trace.trace_id.hex(), service=published.service, agent=published.agent,
             models=models, started_at_ns=trace.started_ns, ended_at_ns=trace.ended_ns,
             steps=len(trace.steps), llm_calls=len(trace.llm_steps), tool_calls=trace.tool_calls,
-            input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=total_cost,
+            input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=usd_total(cost),
             findings=findings, waste=waste, completion=reason, tokens=tokens, cost=cost, unpriced_calls=unpriced,
             not_assessed=self.engine.not_assessed_for(trace))

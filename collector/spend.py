@@ -125,6 +125,20 @@ def producer(step: Step, llm_steps: list[Step]) -> Step | None:
 NO_TOKENS: Final = (("input", 0), ("output", 0), ("cache_read", 0), ("cache_write", 0))
 
 
+def add_tokens(tokens: dict[tuple[str, str], int], model: str, kind: str, n: int) -> None:
+    """`n` more tokens of `kind` for `model` in `tokens` (keyed by model and type, as Waste.tokens and verdicts)."""
+    key = (model, kind)
+    tokens[key] = tokens.get(key, 0) + n
+
+
+def usd_total(cost: dict[str, float]) -> float:
+    """The sum of a cost by model. (A compiled loop: sum() is a call through Python.)"""
+    total = 0.0
+    for usd in cost.values():
+        total += usd
+    return total
+
+
 class RepeatedStep:
     """One repeated step and what it is charged with: the tokens and cost of the model call that produced
     it, at the first repeated step that call produced (later ones are charged nothing, so the steps' figures
@@ -187,7 +201,7 @@ class Waste:
             tokens = llm.tokens_by_type()
             for kind, n in tokens:
                 if n:
-                    self.tokens[(model, kind)] = self.tokens.get((model, kind), 0) + n
+                    add_tokens(self.tokens, model, kind, n)
             cost = price(llm.model, llm.provider, [llm])
             if cost:
                 self.cost[model] = self.cost.get(model, 0.0) + cost

@@ -9,7 +9,7 @@ from functools import lru_cache
 from typing import Any, Final
 
 from .classify.modes import MODES
-from .spend import Waste
+from .spend import Waste, usd_total
 from .steps import Finding
 
 
@@ -75,10 +75,7 @@ class Verdict:
 
     @property
     def wasted_cost_usd(self) -> float:
-        total = 0.0
-        for usd in self.waste.cost.values():  # not sum(): a call through Python
-            total += usd
-        return total
+        return usd_total(self.waste.cost)
 
     def failure_modes(self) -> dict[str, dict[str, Any]]:
         out = {}

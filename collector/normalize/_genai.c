@@ -235,6 +235,19 @@ put_ref(PyObject *values, Py_ssize_t slot, PyObject *value)
     return put(values, slot, value);
 }
 
+/* Where the rest of `name` starts when `name` starts with `prefix` followed by `sep` (0: by anything); 0 when it does
+ * not; -1 on error. */
+static Py_ssize_t
+prefix_end(PyObject *name, PyObject *prefix, Py_UCS4 sep)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(prefix), end = sep ? n + 1 : n, found;
+    if (PyUnicode_GET_LENGTH(name) < end || (sep && PyUnicode_READ_CHAR(name, n) != sep)) {
+        return 0;
+    }
+    found = PyUnicode_Tailmatch(name, prefix, 0, n, -1);
+    return found < 0 ? -1 : found ? end : 0;
+}
+
 /* `a or b` over two lookups: a unless it is missing or false (b_key NULL: b is missing). */
 static int
 either(PyObject *attrs, PyObject *a_key, PyObject *a, PyObject *b_key, PyObject **out)
@@ -267,7 +280,7 @@ values(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *attrs, *name, *out, *op, *kind = NULL, *value = NULL;
     long present;
-    Py_ssize_t i, op_len;
+    Py_ssize_t i, end;
     int agentish = 0, found;
 
     if (nargs != 3 || !PyDict_Check(args[0]) || !PyUnicode_Check(args[1]) || !PyLong_Check(args[2])) {
@@ -364,15 +377,9 @@ values(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         if (agentish < 0) {
             goto error;
         }
-        op_len = PyUnicode_GET_LENGTH(op);
-        if (agentish && PyUnicode_GET_LENGTH(name) > op_len && PyUnicode_READ_CHAR(name, op_len) == ' ') {
-            found = (int)PyUnicode_Tailmatch(name, op, 0, op_len, -1);
-            if (found < 0) {
-                goto error;
-            }
-            if (found && put(out, f_agent, PyUnicode_Substring(name, op_len + 1, PyUnicode_GET_LENGTH(name))) < 0) {
-                goto error;
-            }
+        end = agentish ? prefix_end(name, op, ' ') : 0;
+        if (end < 0 || (end > 0 && put(out, f_agent, PyUnicode_Substring(name, end, PyUnicode_GET_LENGTH(name))) < 0)) {
+            goto error;
         }
     }
 
@@ -409,12 +416,10 @@ values(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
                 goto error;
             }
             if (found) { /* the span name is `execute_tool {name}`, or just the tool's name */
-                Py_ssize_t prefix = PyUnicode_GET_LENGTH(tool_prefix), n = PyUnicode_GET_LENGTH(name);
-                found = n > prefix ? (int)PyUnicode_Tailmatch(name, tool_prefix, 0, prefix, -1) : 0;
-                if (found < 0) {
-                    goto error;
-                }
-                if (put(out, f_tool, found ? PyUnicode_Substring(name, prefix, n) : Py_NewRef(name)) < 0) {
+                Py_ssize_t n = PyUnicode_GET_LENGTH(name);
+                end = prefix_end(name, tool_prefix, 0);
+                if (end < 0 || put(out, f_tool, end > 0 && end < n ? PyUnicode_Substring(name, end, n)
+                                                                      : Py_NewRef(name)) < 0) {
                     goto error;
                 }
             }
