@@ -47,10 +47,10 @@ def _run(stage: str, spans: int, content: bool) -> None:
         def export_increment(self, increment) -> None:
             pass
 
-        def export_verdict(self, verdict, increment) -> None:  # as StoreExporter's
-            dropped = self.queue.append(*encode(verdict))
-            if dropped:
-                raise AssertionError("the queue is large enough for every row")
+        def export_verdicts(self, verdicts, increments) -> None:  # as StoreExporter's
+            for verdict in verdicts:
+                if self.queue.append(*encode(verdict)):
+                    raise AssertionError("the queue is large enough for every row")
 
         def shutdown(self) -> None:
             self.queue.close()

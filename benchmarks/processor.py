@@ -53,10 +53,11 @@ def _assembler(on_complete) -> TraceAssembler:
 
 
 def _assemble(batches: list[list[SpanRecord]], engine: ClassifierEngine | None) -> Callable[[], None]:
-    def complete(trace, reason: str) -> None:
+    def complete(completed: list) -> None:
         if engine is not None:
-            engine.finish(trace)
-            trace.classifier = None
+            for trace, _ in completed:
+                engine.finish(trace)
+                trace.classifier = None
 
     def run() -> None:
         assembler = _assembler(complete)

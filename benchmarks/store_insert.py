@@ -128,7 +128,7 @@ def _exporter(path: str, n: int, batch: int, modes: tuple[str, ...]) -> tuple[fl
     clock = Clock()
     own = time.thread_time()
     for v in verdicts:
-        store.export_verdict(v, None)
+        store.export_verdicts([v], [None])
     own = time.thread_time() - own
     assert store.flush(600)
     times = clock.stop()

@@ -64,7 +64,8 @@ NO_WASTE: Final = Waste()  # the waste of a trace without repeated steps; shared
 
 class Exporter(Protocol):
     def export_increment(self, increment: Increment) -> None: ...
-    def export_verdict(self, verdict: Verdict, increment: Increment) -> None: ...
+    def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment]) -> None:
+        """Completed traces' verdicts, each with what it adds to the counters (`increments[i]` is verdicts[i]'s)."""
     def shutdown(self) -> None: ...
 
 
@@ -183,14 +184,15 @@ class Processor:
         now = time.monotonic() if now is None else now
         assembler, engine = self.assembler, self.engine
         changed_traces: dict[Trace, None] | None = None  # in the order they changed
+        steps: list[Step] = []
         for record in spans:
             try:
-                step = normalize_span(record)
+                steps.append(normalize_span(record))
             except Exception:  # one odd span never costs the others
                 log.exception("span %s of trace %s could not be normalised; dropped", record.span_id.hex(),
                               record.trace_id.hex())
                 self.telemetry.spans_rejected("unreadable", 1)
-                continue
+        for step in steps:
             trace = assembler.add(step, now)
             if trace is None:
                 continue
@@ -258,22 +260,32 @@ class Processor:
         for exporter in self.exporters:
             exporter.export_increment(increment)
 
-    def _complete(self, trace: Trace, reason: str) -> None:
+    def _complete(self, completed: list[tuple[Trace, str]]) -> None:
+        """Classify, account and export a batch of completed traces, one stage at a time over the batch."""
         started = time.perf_counter()
-        findings = self.engine.finish(trace)
-        published = self._labels(trace)
-        if findings:  # in order, the detectors are those that published live: only new steps are accounted
-            waste = self._waste(trace, findings.values(), published.live if trace.in_order else None)
-        else:
-            waste = NO_WASTE
-        increment = self._increment(published, list(findings.values()), waste)
-        verdict = self._verdict(trace, published, findings, waste, reason)
+        engine = self.engine
+        found = [engine.finish(trace) for trace, _ in completed]
+        verdicts: list[Verdict] = []
+        increments: list[Increment] = []
+        for i, (trace, reason) in enumerate(completed):
+            findings = found[i]
+            published = self._labels(trace)
+            if findings:  # in order, the detectors are those that published live: only new steps are accounted
+                waste = self._waste(trace, findings.values(), published.live if trace.in_order else None)
+            else:
+                waste = NO_WASTE
+            increments.append(self._increment(published, list(findings.values()), waste))
+            verdicts.append(self._verdict(trace, published, findings, waste, reason))
         for exporter in self.exporters:
-            exporter.export_verdict(verdict, increment)
-        if self.judge is not None:
-            self.judge.offer(trace, verdict)
-        trace.classifier = trace.emitted = None  # detectors point back at the trace: free it without the GC
-        self.telemetry.trace_completed(reason, time.perf_counter() - started)
+            exporter.export_verdicts(verdicts, increments)
+        judge = self.judge
+        for i, (trace, _) in enumerate(completed):
+            if judge is not None:
+                judge.offer(trace, verdicts[i])
+            trace.classifier = trace.emitted = None  # detectors point back at the trace: free it without the GC
+        seconds = time.perf_counter() - started  # what each trace of the batch waited for its verdict
+        for _, reason in completed:
+            self.telemetry.trace_completed(reason, seconds)
 
     def _verdict(self, trace: Trace, published: Published, findings: dict[str, Finding], waste: Waste,
                  reason: str) -> Verdict:

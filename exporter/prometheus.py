@@ -142,7 +142,7 @@ class PrometheusExporter:
         self.series = MastSeries(registry, self.limit)
         # the processor's Exporter protocol, served by the compiled series (no call through Python in between)
         self.export_increment = self.series.export_increment
-        self.export_verdict = self.series.export_verdict
+        self.export_verdicts = self.series.export_verdicts
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 

@@ -158,6 +158,10 @@ class MastSeries:
         for model, usd in inc.wasted_cost.items():
             self.wasted_cost.add((service, agent, limit.value("model", model)), usd)
 
+    def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment]) -> None:
+        for i, verdict in enumerate(verdicts):
+            self.export_verdict(verdict, increments[i])
+
     def export_verdict(self, verdict: Verdict, inc: Increment) -> None:
         if inc.modes or inc.repeated_by_tool or inc.wasted_tokens or inc.wasted_cost:
             self.export_increment(inc)

@@ -291,8 +291,8 @@ class _Collector(NullTelemetry):
     def export_increment(self, increment: Increment) -> None:
         pass
 
-    def export_verdict(self, verdict: Verdict, increment: Increment) -> None:
-        self.verdicts.append(verdict)
+    def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment]) -> None:
+        self.verdicts.extend(verdicts)
 
     def shutdown(self) -> None:
         pass

@@ -78,8 +78,8 @@ class JsonLinesExporter:
     def export_increment(self, increment: Increment) -> None:
         pass
 
-    def export_verdict(self, verdict: Verdict, increment: Increment) -> None:
-        self.out.write(verdict.to_json() + "\n")
+    def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment]) -> None:
+        self.out.writelines(verdict.to_json() + "\n" for verdict in verdicts)
 
     def shutdown(self) -> None:
         self.out.flush()

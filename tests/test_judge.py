@@ -60,8 +60,8 @@ class Verdicts:
     def export_increment(self, increment) -> None:
         pass
 
-    def export_verdict(self, verdict, increment) -> None:
-        self.verdicts.append(verdict)
+    def export_verdicts(self, verdicts, increments) -> None:
+        self.verdicts.extend(verdicts)
 
     def shutdown(self) -> None:
         pass

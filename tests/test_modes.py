@@ -30,8 +30,8 @@ class Sink:
     def export_increment(self, increment) -> None:
         pass
 
-    def export_verdict(self, verdict: Verdict, increment) -> None:
-        self.verdicts.append(verdict)
+    def export_verdicts(self, verdicts: list[Verdict], increments) -> None:
+        self.verdicts.extend(verdicts)
 
     def shutdown(self) -> None:
         pass

@@ -120,8 +120,8 @@ def test_oversized_requests_are_refused(start_server) -> None:
 
 class _Discard:
     def export_increment(self, increment) -> None: ...
-    def export_verdict(self, verdict, increment) -> None:
-        self.verdicts = getattr(self, "verdicts", 0) + 1
+    def export_verdicts(self, verdicts, increments) -> None:
+        self.verdicts = getattr(self, "verdicts", 0) + len(verdicts)
     def shutdown(self) -> None: ...
 
 

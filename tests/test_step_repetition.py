@@ -213,8 +213,8 @@ class Sink:
     def export_increment(self, increment: Increment) -> None:
         self.increments.append(increment)
 
-    def export_verdict(self, verdict: Verdict, increment: Increment) -> None:
-        self.verdicts.append(verdict)
+    def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment]) -> None:
+        self.verdicts.extend(verdicts)
 
     def shutdown(self) -> None:
         pass

@@ -29,7 +29,7 @@ def fill(store: StoreExporter) -> None:
         make_verdict(6, "ops", "sre-bot", T0 - 3 * DAY, ("kubectl", "kubectl"), cost=0.5),  # before the range
     ]
     for v in verdicts:
-        store.export_verdict(v, None)
+        store.export_verdicts([v], [None])
     # The judge read traces 1 and 4: it confirms FM-1.3 in 1, rejects FM-3.3 in 4, and finds FM-2.3 in 4.
     store.export_judgement(Judgement(f"{1:032x}", "ops", "sre-bot", T0 + 1, "judge-model", {
         "FM-1.3": Assessment("FM-1.3", True, 0.8, (), "same call again")}, {"FM-1.3": 0.9}))

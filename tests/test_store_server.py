@@ -52,7 +52,7 @@ def test_rows_arrive_whole_in_native_and_queries_agree_with_chdb(endpoint, tmp_p
     store = server_store(endpoint, tmp_path)
     try:
         verdict = make_verdict(agent='agent \'x\' \\ "y"')
-        store.export_verdict(verdict, None)
+        store.export_verdicts([verdict], [None])
         fill(store)
         assert store.flush()
         for name in QUERIES:  # the same SQL, over HTTP and Native, and straight on chDB
@@ -115,7 +115,7 @@ def test_outage_under_load_every_verdict_arrives_exactly_once(endpoint, tmp_path
         for phase, go in enumerate(phases):
             go.wait(30)
             for i in range(per_phase):
-                store.export_verdict(make_verdict(phase * per_phase + i + 1, agent=f"agent-{i % 7}"), None)
+                store.export_verdicts([make_verdict(phase * per_phase + i + 1, agent=f"agent-{i % 7}")], [None])
 
     lost_answers: list[str] = []
 

@@ -135,8 +135,11 @@ class StoreExporter:
     def export_increment(self, increment: Increment) -> None:
         pass  # rows are written per verdict
 
-    def export_verdict(self, verdict: Verdict, increment: Increment) -> None:
-        dropped = self.queue.append(*encode(verdict))
+    def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment | None]) -> None:
+        append = self.queue.append
+        dropped = 0
+        for verdict in verdicts:
+            dropped += append(*encode(verdict))
         if dropped:
             self._dropped(dropped)
 
