@@ -51,6 +51,8 @@ class Trace:
         self.classifier: Any = None  # per-trace classifier state, owned by the engine
         self.shared: dict[str, Any] = {}  # state detectors of the trace share, by name
         self.emitted: Any = None  # what the sinks were already told (live findings), owned by the processor
+        self.observed = 0  # how many of `steps` the classifier was fed (they are fed in arrival order)
+        self.completed = False  # handed on for its verdict
 
     def add(self, step: Step, now: float) -> None:
         steps = self.steps
@@ -129,15 +131,12 @@ class TraceAssembler:
                 return None
         trace.add(step, now)
         self.spans_buffered += 1
-        if trace.root is not None:
-            self._due.append((now + self.decision_wait, trace.trace_id))
-        return trace
-
-    def check_full(self, trace: Trace) -> None:
-        """Complete a trace that reached the span limit (called after the step was classified)."""
-        if len(trace.steps) >= self.max_spans and trace.trace_id in self.traces:
+        if len(trace.steps) >= self.max_spans:
             self._complete(trace, MAX_SPANS)
             self._release()
+        elif trace.root is not None:
+            self._due.append((now + self.decision_wait, trace.trace_id))
+        return trace
 
     def tick(self, now: float) -> None:
         """Complete what is due at `now`."""
@@ -166,6 +165,7 @@ class TraceAssembler:
         raise LookupError("no trace is buffered")
 
     def _complete(self, trace: Trace, reason: str) -> None:
+        trace.completed = True
         del self.traces[trace.trace_id]
         self.spans_buffered -= len(trace.steps)
         self._closed[trace.trace_id] = None

@@ -183,7 +183,6 @@ class Processor:
         once each, after the request (a loop's repeats in one request are one increment, not one each)."""
         now = time.monotonic() if now is None else now
         assembler, engine = self.assembler, self.engine
-        changed_traces: dict[Trace, None] | None = None  # in the order they changed
         steps: list[Step] = []
         for record in spans:
             try:
@@ -192,20 +191,17 @@ class Processor:
                 log.exception("span %s of trace %s could not be normalised; dropped", record.span_id.hex(),
                               record.trace_id.hex())
                 self.telemetry.spans_rejected("unreadable", 1)
+        touched: dict[Trace, None] = {}  # the traces the request added to, in order
         for step in steps:
             trace = assembler.add(step, now)
-            if trace is None:
-                continue
-            if engine.observe(trace, step):
-                if changed_traces is None:
-                    changed_traces = {}
-                changed_traces[trace] = None
-            if len(trace.steps) >= assembler.max_spans:
-                assembler.check_full(trace)
-        if changed_traces is not None:
-            for trace in changed_traces:
-                if trace.classifier is not None:  # not completed meanwhile (its verdict had it all)
-                    self._publish_live(trace)
+            if trace is not None:
+                touched[trace] = None
+        open_traces = [trace for trace in touched if not trace.completed]  # (one completed: its verdict had it all)
+        for trace in open_traces:  # the detectors of new traces, made in one pass
+            engine.prepare(trace)
+        changed_traces = [trace for trace in open_traces if engine.catch_up(trace)]
+        for trace in changed_traces:
+            self._publish_live(trace)
         self.telemetry.spans_processed(len(spans))
 
     def tick(self, now: float | None = None) -> None:
@@ -264,6 +260,8 @@ class Processor:
         """Classify, account and export a batch of completed traces, one stage at a time over the batch."""
         started = time.perf_counter()
         engine = self.engine
+        for trace, _ in completed:
+            engine.catch_up(trace)  # steps of a trace completed while its request was assembled
         found = [engine.finish(trace) for trace, _ in completed]
         verdicts: list[Verdict] = []
         increments: list[Increment] = []

@@ -113,6 +113,7 @@ class ClassifierEngine:
         for step in trace.ordered_steps():
             if step.kind in self.kinds:
                 self._feed(state, step)
+        trace.observed = len(trace.steps)
         return state
 
     @staticmethod
@@ -152,6 +153,30 @@ class ClassifierEngine:
         if failed:
             self._switch_off(state, failed)
         return changed or ()
+
+    def prepare(self, trace: Trace) -> None:
+        """Make the trace's detectors if its next step to feed is the first they observe (the processor makes those
+        of a request's new traces in one pass, before feeding any)."""
+        if trace.classifier is not None:
+            return
+        steps = trace.steps
+        for i in range(trace.observed, len(steps)):
+            step = steps[i]
+            if step.kind in self.kinds:
+                trace.classifier = self._start(trace, step)
+                return
+
+    def catch_up(self, trace: Trace) -> bool:
+        """Feed the trace's steps assembled since it was last fed, in arrival order; whether a finding is new or
+        changed."""
+        steps = trace.steps
+        changed = False
+        while trace.observed < len(steps):  # classifying the trace again (`_again`) feeds them all at once
+            step = steps[trace.observed]
+            trace.observed += 1
+            if self.observe(trace, step):
+                changed = True
+        return changed
 
     def observe(self, trace: Trace, step: Step) -> list[Finding] | tuple[()]:
         """Feed one step; returns the findings that are new or changed."""
