@@ -81,7 +81,7 @@ def _finding_bodies(n: int, batch: int) -> list[bytes]:
     from mastwatch.exporter.store.records import decode, encode
     from mastwatch.exporter.store.schema import FINDINGS
 
-    records = [encode(v) for v in _verdicts(n)]
+    records = [encode([v]) for v in _verdicts(n)]
     return [decode(Batch("", 0, 0, 0, [payload for _, payload in records[i:i + batch]]))[FINDINGS]
             for i in range(0, n, batch)]
 

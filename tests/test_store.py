@@ -56,8 +56,24 @@ _verdict = make_verdict
 
 def bodies(verdict: Verdict) -> dict[str, bytes]:
     """Each table's insert body for one verdict, as the writer sends it."""
-    rows, payload = encode(verdict)
+    rows, payload = encode([verdict])
     return decode(Batch("q", 0, 1, rows, [payload]))
+
+
+def test_a_batch_of_verdicts_is_one_record_holding_every_row_in_order() -> None:
+    batch = [make_verdict(trace=1), make_verdict(trace=2, tools=(), modes=()),
+             make_verdict(trace=3, tools=("a", "b", "c"), modes=("FM-1.3", "FM-3.3"))]
+    rows, payload = encode(batch)
+    assert rows == 3 + (1 + 0 + 2) + (2 + 0 + 3)  # traces, findings, repeated steps
+    tables = decode(Batch("q", 0, 1, rows, [payload]))
+    traces = [orjson.loads(line) for line in tables[TRACES].splitlines()]
+    findings = [orjson.loads(line) for line in tables[FINDINGS].splitlines()]
+    steps = [orjson.loads(line) for line in tables[REPEATED_STEPS].splitlines()]
+    assert [row[0][-1] for row in traces] == ["1", "2", "3"]
+    assert [(row[0][-1], row[4]) for row in findings] == [("1", "FM-1.3"), ("3", "FM-1.3"), ("3", "FM-3.3")]
+    assert [(row[0][-1], row[5]) for row in steps] == [("1", "search"), ("1", "search"), ("3", "a"), ("3", "b"),
+                                                       ("3", "c")]
+    assert tables == {table: b"".join(bodies(v)[table] for v in batch) for table in tables}  # as one by one
 
 
 def test_rows_read_back_whole(tmp_path) -> None:

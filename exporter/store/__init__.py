@@ -136,10 +136,7 @@ class StoreExporter:
         pass  # rows are written per verdict
 
     def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment | None]) -> None:
-        append = self.queue.append
-        dropped = 0
-        for verdict in verdicts:
-            dropped += append(*encode(verdict))
+        dropped = self.queue.append(*encode(verdicts))  # one record for the batch
         if dropped:
             self._dropped(dropped)
 

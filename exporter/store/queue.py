@@ -1,13 +1,13 @@
 """The durable queue between the exporter and the store: verdict rows stay on disk until the store has them.
 
-Append-only segment files rather than sqlite3: the exporter appends on the processor's thread, once per
-verdict, and an append here copies a framed record into the segment being written, mapped in memory (about
-1 µs; a write(2) costs about 2.5 µs, a sqlite3 transaction about 30 µs). Each record carries its length,
-row count and CRC-32, so a record torn by a crash is found and cut off when the queue is opened. Positions
-are byte offsets in one logical log; a segment file is named by the offset of its first record, and is
-deleted once everything in it is acknowledged. The segment being written has its room allocated on disk
-up front (a full disk fails there, not on a write through the map), zeroes past its last record; it is cut
-to its records when closed, and at open when the process died.
+Append-only segment files rather than sqlite3: the exporter appends on the processor's thread, once per batch of
+verdicts the processor completed, and an append here copies a framed record into the segment being written, mapped
+in memory (about 1 µs; a write(2) costs about 2.5 µs, a sqlite3 transaction about 30 µs). Each record carries its
+length, row count and CRC-32, so a record torn by a crash is found and cut off when the queue is opened. Positions
+are byte offsets in one logical log; a segment file is named by the offset of its first record, and is deleted once
+everything in it is acknowledged. The segment being written has its room allocated on disk up front (a full disk
+fails there, not on a write through the map), zeroes past its last record; it is cut to its records when closed, and
+at open when the process died.
 
 Durability: `append` writes to the operating system's page cache (the shared map) before it returns, so a
 killed process loses nothing; `sync` (called by the writer every flush interval) fsyncs, so a power loss
@@ -17,7 +17,8 @@ Exactly once: the writer `seal`s a batch (a range of records) in the state file 
 it with deduplication tokens derived from the queue's id and that range, then `ack`s it. After a restart the
 sealed batch is read back and sent again with the same tokens, so the store drops what had already arrived.
 
-Bounded: past `max_rows` or `max_bytes` the oldest records not being written are dropped (and reported).
+Bounded: past `max_rows` or `max_bytes` the oldest records not being written are dropped (and reported); a record
+holds the rows of a batch of verdicts (up to 256 traces), so that is what goes at once.
 """
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ class DurableQueue:
 
     # --- the exporter's side ---
     def append(self, rows: int, payload: bytes) -> int:
-        """Write one record (one verdict's rows); returns the rows dropped to stay within the bounds."""
+        """Write one record (the rows of a batch of verdicts); returns the rows dropped to stay within the bounds."""
         frame = _pack(len(payload), rows, _crc32(payload)) + payload
         size = len(frame)
         dropped = 0
