@@ -44,7 +44,7 @@ def _run(stage: str, spans: int, content: bool) -> None:
         def __init__(self, path: str) -> None:
             self.queue = DurableQueue(path, 10**8, 1 << 30, batch_rows=50_000, on_batch=lambda: None)
 
-        def export_increment(self, increment) -> None:
+        def export_increments(self, increments) -> None:
             pass
 
         def export_verdicts(self, verdicts, increments) -> None:  # as StoreExporter's

@@ -63,7 +63,8 @@ NO_WASTE: Final = Waste()  # the waste of a trace without repeated steps; shared
 
 
 class Exporter(Protocol):
-    def export_increment(self, increment: Increment) -> None: ...
+    def export_increments(self, increments: list[Increment]) -> None:
+        """What live findings add to the counters: one increment per trace whose findings changed."""
     def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment]) -> None:
         """Completed traces' verdicts, each with what it adds to the counters (`increments[i]` is verdicts[i]'s)."""
     def shutdown(self) -> None: ...
@@ -197,11 +198,10 @@ class Processor:
             if trace is not None:
                 touched[trace] = None
         open_traces = [trace for trace in touched if not trace.completed]  # (one completed: its verdict had it all)
-        for trace in open_traces:  # the detectors of new traces, made in one pass
-            engine.prepare(trace)
+        engine.prepare(open_traces)  # the detectors of its new traces, made in one pass
         changed_traces = [trace for trace in open_traces if engine.catch_up(trace)]
-        for trace in changed_traces:
-            self._publish_live(trace)
+        if changed_traces:
+            self._publish_live(changed_traces)
         self.telemetry.spans_processed(len(spans))
 
     def tick(self, now: float | None = None) -> None:
@@ -248,13 +248,15 @@ class Processor:
                 waste.add(f.code, f.repeated, trace.llm_steps)
         return waste
 
-    def _publish_live(self, trace: Trace) -> None:
-        published = self._labels(trace)
-        findings = trace.classifier.findings.values()
-        live = published.live = self._waste(trace, findings, published.live)  # new steps
-        increment = self._increment(published, findings, live)  # modes not shown before
+    def _publish_live(self, traces: list[Trace]) -> None:
+        increments: list[Increment] = []
+        for trace in traces:
+            published = self._labels(trace)
+            findings = trace.classifier.findings.values()
+            live = published.live = self._waste(trace, findings, published.live)  # new steps
+            increments.append(self._increment(published, findings, live))  # modes not shown before
         for exporter in self.exporters:
-            exporter.export_increment(increment)
+            exporter.export_increments(increments)
 
     def _complete(self, completed: list[tuple[Trace, str]]) -> None:
         """Classify, account and export a batch of completed traces, one stage at a time over the batch."""

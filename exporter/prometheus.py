@@ -141,7 +141,7 @@ class PrometheusExporter:
         self.self_metrics.limit = self.limit
         self.series = MastSeries(registry, self.limit)
         # the processor's Exporter protocol, served by the compiled series (no call through Python in between)
-        self.export_increment = self.series.export_increment
+        self.export_increments = self.series.export_increments
         self.export_verdicts = self.series.export_verdicts
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None

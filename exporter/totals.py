@@ -146,6 +146,10 @@ class MastSeries:
         self.wasted_cost = Totals("mast_wasted_cost_usd", "USD spent on the model calls that produced repeated "
                                   "steps", ("service", "agent", "model"), r)
 
+    def export_increments(self, increments: list[Increment]) -> None:
+        for inc in increments:
+            self.export_increment(inc)
+
     def export_increment(self, inc: Increment) -> None:
         limit = self.limit  # its method called natively, not the instance through Python
         service, agent = limit.value("service", inc.service), limit.value("agent", inc.agent)

@@ -288,7 +288,7 @@ class _Collector(NullTelemetry):
     def detector_failed(self, code: str) -> None:
         self.failures[code] = self.failures.get(code, 0) + 1
 
-    def export_increment(self, increment: Increment) -> None:
+    def export_increments(self, increments: list[Increment]) -> None:
         pass
 
     def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment]) -> None:

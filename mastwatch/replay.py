@@ -75,7 +75,7 @@ class JsonLinesExporter:
     def __init__(self, out: TextIO) -> None:
         self.out = out
 
-    def export_increment(self, increment: Increment) -> None:
+    def export_increments(self, increments: list[Increment]) -> None:
         pass
 
     def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment]) -> None:

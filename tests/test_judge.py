@@ -57,7 +57,7 @@ class Verdicts:
     def __init__(self) -> None:
         self.verdicts: list = []
 
-    def export_increment(self, increment) -> None:
+    def export_increments(self, increments) -> None:
         pass
 
     def export_verdicts(self, verdicts, increments) -> None:

@@ -27,7 +27,7 @@ class Sink:
     def __init__(self) -> None:
         self.verdicts: list[Verdict] = []
 
-    def export_increment(self, increment) -> None:
+    def export_increments(self, increments) -> None:
         pass
 
     def export_verdicts(self, verdicts: list[Verdict], increments) -> None:

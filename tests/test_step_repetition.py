@@ -210,8 +210,8 @@ class Sink:
         self.increments: list[Increment] = []
         self.verdicts: list[Verdict] = []
 
-    def export_increment(self, increment: Increment) -> None:
-        self.increments.append(increment)
+    def export_increments(self, increments: list[Increment]) -> None:
+        self.increments.extend(increments)
 
     def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment]) -> None:
         self.verdicts.extend(verdicts)

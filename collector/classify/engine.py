@@ -99,11 +99,14 @@ class ClassifierEngine:
         profile, settled = self._profile(trace, step)
         return self._new(trace, profile, settled)
 
-    def _new(self, trace: Trace, profile: int, settled: bool) -> TraceFindings:
+    def _enabled_for(self, profile: int) -> tuple[list[tuple[type[Detector], DetectorSettings]], Routes]:
+        """The detectors (classes and settings) and routes of a profile (-1: the defaults)."""
         if profile < 0:
-            enabled, routes = self.detectors, self.routes
-        else:
-            enabled, routes = self.agents[profile][1], self.agents_routes[profile]
+            return self.detectors, self.routes
+        return self.agents[profile][1], self.agents_routes[profile]
+
+    def _new(self, trace: Trace, profile: int, settled: bool) -> TraceFindings:
+        enabled, routes = self._enabled_for(profile)
         tools = self.tools
         return TraceFindings([cls(s, trace, tools) for cls, s in enabled], routes, profile, settled)
 
@@ -154,17 +157,31 @@ class ClassifierEngine:
             self._switch_off(state, failed)
         return changed or ()
 
-    def prepare(self, trace: Trace) -> None:
-        """Make the trace's detectors if its next step to feed is the first they observe (the processor makes those
-        of a request's new traces in one pass, before feeding any)."""
-        if trace.classifier is not None:
-            return
-        steps = trace.steps
-        for i in range(trace.observed, len(steps)):
-            step = steps[i]
-            if step.kind in self.kinds:
-                trace.classifier = self._start(trace, step)
-                return
+    def prepare(self, traces: list[Trace]) -> None:
+        """Make the detectors of the traces whose next steps to feed include the first they observe (the processor
+        makes those of a request's new traces before feeding any). One detector class at a time over all the
+        traces: its code stays in the instruction cache. (A trace's detectors are still made in order, so state
+        they share is made by the same one as when made one trace at a time.)"""
+        new: dict[int, list[tuple[Trace, bool]]] = {}  # by profile: the traces and whether the root settled it
+        for trace in traces:
+            if trace.classifier is not None:
+                continue
+            steps = trace.steps
+            for i in range(trace.observed, len(steps)):
+                step = steps[i]
+                if step.kind in self.kinds:
+                    profile, settled = self._profile(trace, step)
+                    new.setdefault(profile, []).append((trace, settled))
+                    break
+        tools = self.tools
+        for profile, started in new.items():
+            enabled, routes = self._enabled_for(profile)
+            made: list[list[Detector]] = [[] for _ in started]
+            for cls, settings in enabled:
+                for j, (trace, _) in enumerate(started):
+                    made[j].append(cls(settings, trace, tools))
+            for j, (trace, settled) in enumerate(started):
+                trace.classifier = TraceFindings(made[j], routes, profile, settled)
 
     def catch_up(self, trace: Trace) -> bool:
         """Feed the trace's steps assembled since it was last fed, in arrival order; whether a finding is new or

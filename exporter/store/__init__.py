@@ -132,8 +132,8 @@ class StoreExporter:
                 log.info("store schema migrated to version %d", applied[-1])
             self._migrated = True
 
-    def export_increment(self, increment: Increment) -> None:
-        pass  # rows are written per verdict
+    def export_increments(self, increments: list[Increment]) -> None:
+        pass  # rows are written per verdict (live findings are counters only)
 
     def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment | None]) -> None:
         dropped = self.queue.append(*encode(verdicts))  # one record for the batch
