@@ -5,9 +5,11 @@ are encoded once up front, so the client costs little, and the clock starts once
 connected (a spawned client process takes a quarter of a second to start: counted in, it padded the fast mode's
 short run the most and flattered the ratio). Each trace is an agent run: an invoke_agent root, and model calls and
 tool calls (some looping), 10 spans in all; without content capture, or with `--content` with a 20 kB result on
-every tool call (4 in 10 spans).
+every tool call (4 in 10 spans). Spans carry what GenAI instrumentations record (the conventions' recommended
+attributes, an SDK's resource and scope), or with `--minimal` only the attributes mastwatch reads.
 
   python benchmarks/throughput.py [--spans 200000] [--batch 500] [--rounds 3] [--detectors FM-1.3,...] [--content]
+                                  [--minimal]
 
 Prints spans/s (by wall clock, and per CPU second of the server process: the steadier figure on a shared
 machine) end to end (decoded, normalised, assembled, classified, priced, counted in Prometheus and
@@ -179,15 +181,17 @@ def main() -> None:
     parser.add_argument("--detectors", help="the failure modes whose detectors run, comma-separated (FM-1.3); "
                                             "default: those enabled by default")
     parser.add_argument("--content", action="store_true", help="tool results captured (20 kB each)")
+    parser.add_argument("--minimal", action="store_true", help="spans with only the attributes mastwatch reads "
+                        "(default: also those GenAI instrumentations record besides, see traffic.py)")
     args = parser.parse_args()
     detectors = args.detectors.split(",") if args.detectors else None
     cpus = sorted(os.sched_getaffinity(0))
     server_cpu, client_cpu = (cpus[0], cpus[1]) if len(cpus) > 1 else (None, None)
-    bodies = requests(args.spans, args.batch, content=args.content)
+    bodies = requests(args.spans, args.batch, content=args.content, semconv=not args.minimal)
     total = sum(1 for _ in range(0, args.spans, 10)) * 10
     print(f"{total} spans in {len(bodies)} requests of ~{args.batch} spans; server on CPU {server_cpu}, "
           f"client on CPU {client_cpu}; detectors: {args.detectors or 'the defaults'}; content "
-          f"{'on' if args.content else 'off'}")
+          f"{'on' if args.content else 'off'}; attributes: {'minimal' if args.minimal else 'as instrumentations send'}")
     modes = ("decode-only", "end-to-end", "no-store")
     results = dict.fromkeys(modes, (0.0, 0.0))
     collecting = dict.fromkeys(modes, 0.0)  # of the best round by server CPU
