@@ -11,15 +11,16 @@ attributes, an SDK's resource and scope), or with `--minimal` only the attribute
   python benchmarks/throughput.py [--spans 200000] [--batch 500] [--rounds 3] [--detectors FM-1.3,...] [--content]
                                   [--minimal]
 
-Prints spans/s (by wall clock, and per CPU second of the server process: the steadier figure on a shared
-machine) end to end (decoded, normalised, assembled, classified, priced, counted in Prometheus and
-written to the chDB store), the same without the store, spans/s of the decode-only receiver (the same
-gRPC receiver and decoder, dropping what it decodes), the share of the server's CPU time spent
-collecting garbage (timed with gc.callbacks), the server's CPU per span by thread (from /proc: the processor,
-the store's writer, the gRPC workers, chDB's threads), and the ratios. The modes take turns for `--rounds`
-rounds, each in a fresh server process; the ratios are of each mode's best round (a shared machine only ever
-slows a run down). `--detectors` runs those failure modes' detectors only (what the others cost shows against a
-default run). BENCH_WORKERS sets the gRPC server threads of both receivers (default 4).
+Prints spans/s (by wall clock, and per CPU second of the server process: the steadier figure on a shared machine)
+end to end (decoded, normalised, assembled, classified, priced, counted in Prometheus and written to the chDB
+store), the same without the store, spans/s of the decode-only receiver (the same gRPC receiver and decoder,
+dropping what it decodes), the share of the server's CPU time spent collecting garbage (timed with gc.callbacks),
+the server's CPU per span by thread (from /proc: the processor, the store's writer, the gRPC workers, chDB's
+threads), and the ratios. The modes take turns for `--rounds` rounds, each in a fresh server process; the ratios are
+of each mode's best round (a shared machine only ever slows a run down), and within each round (modes run seconds
+apart: where the machine's speed drifts over minutes, the best rounds of two modes may come from different phases of
+it). `--detectors` runs those failure modes' detectors only (what the others cost shows against a default run).
+BENCH_WORKERS sets the gRPC server threads of both receivers (default 4).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import gc
 import multiprocessing as mp
 import os
 import shutil
+import statistics
 import tempfile
 import threading
 import time
@@ -194,9 +196,11 @@ def main() -> None:
           f"{'on' if args.content else 'off'}; attributes: {'minimal' if args.minimal else 'as instrumentations send'}")
     modes = ("decode-only", "end-to-end", "no-store")
     results = dict.fromkeys(modes, (0.0, 0.0))
+    rounds: list[dict[str, float]] = []  # server-CPU spans/s of each mode, round by round
     collecting = dict.fromkeys(modes, 0.0)  # of the best round by server CPU
     ctx = mp.get_context("spawn")
     for round_ in range(1, args.rounds + 1):
+        rounds.append({})
         for mode in modes:
             out = ctx.Queue()  # a fresh server process per mode: nothing warm is shared
             server = ctx.Process(target=_serve, args=(out, mode, bodies, total, server_cpu, client_cpu,
@@ -207,6 +211,7 @@ def main() -> None:
             if cpu > results[mode][1]:
                 collecting[mode] = gc_share
             results[mode] = (max(results[mode][0], wall), max(results[mode][1], cpu))
+            rounds[-1][mode] = cpu
             print(f"round {round_} {mode:>12}: {wall:>10,.0f} spans/s   {cpu:>10,.0f} spans per server CPU second"
                   f"   {gc_share:.1%} of it collecting garbage")
             print(" " * 22 + "CPU µs per span by thread: " + ", ".join(
@@ -217,8 +222,10 @@ def main() -> None:
         print(f"{mode:>12}: {wall:>10,.0f} spans/s   {cpu:>10,.0f} spans per server CPU second   "
               f"{collecting[mode]:.1%} of it collecting garbage")
     for mode, what in (("end-to-end", "end-to-end / decode-only"), ("no-store", "the same without the chDB store")):
+        in_round = sorted(r[mode] / r["decode-only"] for r in rounds)
         print(f"{mode:>12}: ratio {results[mode][0] / results['decode-only'][0]:.2f} by wall clock, "
-              f"{results[mode][1] / results['decode-only'][1]:.2f} by server CPU ({what})")
+              f"{results[mode][1] / results['decode-only'][1]:.2f} by server CPU ({what}); by server CPU within "
+              f"each round: median {statistics.median(in_round):.2f}, {', '.join(f'{r:.2f}' for r in in_round)}")
 
 
 if __name__ == "__main__":
