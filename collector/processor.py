@@ -60,6 +60,7 @@ class Increment:
 
 
 NO_WASTE: Final = Waste()  # the waste of a trace without repeated steps; shared, never changed
+NO_INCREMENT: Final = Increment("", "", [], {}, {}, {})  # nothing new for the counters; shared, never changed
 
 
 class Exporter(Protocol):
@@ -231,7 +232,7 @@ class Processor:
 
     def _increment(self, published: Published, findings: Iterable[Finding], waste: Waste) -> Increment:
         if not findings and not waste.repeated_by_tool:
-            return Increment(published.service, published.agent, [], {}, {}, {})
+            return NO_INCREMENT
         modes = [MODES[f.code] for f in findings if f.code not in published.modes]
         published.modes.update(m.code for m in modes)
         old = published.waste or NO_WASTE
