@@ -257,7 +257,10 @@ class Processor:
             live = published.live = self._waste(trace, findings, published.live)  # new steps
             increments.append(self._increment(published, findings, live))  # modes not shown before
         for exporter in self.exporters:
-            exporter.export_increments(increments)
+            try:
+                exporter.export_increments(increments)
+            except Exception:  # one failing exporter costs the others nothing
+                log.exception("exporter %s failed on %d live increments", type(exporter).__name__, len(increments))
 
     def _complete(self, completed: list[tuple[Trace, str]]) -> None:
         """Classify, account and export a batch of completed traces, one stage at a time over the batch."""
@@ -278,7 +281,11 @@ class Processor:
             increments.append(self._increment(published, list(findings.values()), waste))
             verdicts.append(self._verdict(trace, published, findings, waste, reason))
         for exporter in self.exporters:
-            exporter.export_verdicts(verdicts, increments)
+            try:
+                exporter.export_verdicts(verdicts, increments)
+            except Exception:  # one failing exporter costs the others (and the processor's thread) nothing
+                log.exception("exporter %s failed on %d verdicts; they are lost to it", type(exporter).__name__,
+                              len(verdicts))
         judge = self.judge
         for i, (trace, _) in enumerate(completed):
             if judge is not None:

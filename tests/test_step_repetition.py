@@ -272,3 +272,24 @@ def test_processor_verdict_counts_the_waste_of_repeated_calls() -> None:
     assert verdict.wasted_cost_usd > 0
     assert abs(verdict.wasted_cost_usd - expected) < 1e-9
     assert out["failure_modes"]["FM-1.3"]["evidence"] == [(20 + i).to_bytes(8, "big").hex() for i in range(4)]
+
+
+class Failing(Sink):
+    """An exporter that fails on everything it is given."""
+
+    def export_increments(self, increments: list[Increment]) -> None:
+        raise OSError("no space left on device")
+
+    def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment]) -> None:
+        raise OSError("no space left on device")
+
+
+def test_a_failing_exporter_costs_the_other_exporters_nothing(caplog) -> None:
+    sink = Sink()
+    processor = Processor(ProcessorConfig(), [Failing(), sink])
+    processor.process(records(loop_request()).spans, now=0.0)
+    assert [m.code for inc in sink.increments for m in inc.modes] == ["FM-1.3"]
+    processor.drain()
+    (verdict,) = sink.verdicts
+    assert verdict.waste.repeated_by_tool == {"search_flights": 3}
+    assert "exporter Failing failed on 1 verdicts" in caplog.text
