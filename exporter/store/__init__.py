@@ -1,6 +1,6 @@
 """The store exporter: verdicts, findings and repeated steps as ClickHouse rows.
 
-Each verdict's rows are appended to a durable on-disk queue before `export_verdict` returns; a writer thread
+Verdicts' rows are appended to a durable on-disk queue before `export_verdicts` returns; a writer thread
 inserts them in batches (by size, or every flush interval) with deduplication tokens, retries with backoff
 while the store fails, and acknowledges a batch only once every table has it. The store is embedded chDB
 (a directory) by default, or a ClickHouse server or cluster over HTTP(S).
