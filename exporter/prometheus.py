@@ -51,7 +51,8 @@ class SelfMetrics:
         self.queued_bytes = Gauge("mastwatch_queue_bytes", "Bytes of the requests accepted and waiting to be "
                                   "processed", registry=r)
         self.latency = LatencyHistogram("mastwatch_classification_latency_seconds", "Time to classify a "
-                                        "completed trace and hand it to the exporters",
+                                        "completed trace and hand it to the exporters (with the others completed "
+                                        "at the same time, up to 256)",
                                         (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                          0.25, 1.0), r)
         self.detector_errors = Counter("mastwatch_detector_errors", "Detector failures (the detector is "
