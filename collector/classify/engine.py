@@ -171,7 +171,10 @@ class ClassifierEngine:
                 step = steps[i]
                 if step.kind in self.kinds:
                     profile, settled = self._profile(trace, step)
-                    new.setdefault(profile, []).append((trace, settled))
+                    started = new.get(profile)
+                    if started is None:
+                        started = new[profile] = []
+                    started.append((trace, settled))
                     break
         tools = self.tools
         for profile, started in new.items():
