@@ -1,7 +1,7 @@
 """Instructions the processor's thread executes per span, counted by valgrind (steady where timings on a shared
 machine are not).
 
-  python benchmarks/instructions.py [--spans 20000] [--content]
+  python benchmarks/instructions.py [--spans 20000] [--content] [--detectors FM-1.3,...]
 
 Runs itself under `valgrind --tool=cachegrind` once per stage over the requests of benchmarks/traffic.py
 (10-span agent runs, without content or with `--content` 20 kB tool results; decoded up front, ticked as a live
@@ -9,6 +9,8 @@ server ticks at 40,000 spans/s): decoding alone (the baseline), then the process
 exporter, then with the store's share of the processor's thread too (each verdict's rows encoded and appended to
 the durable queue; chDB's inserts, on the store's own thread, are not counted). Prints decoding's instructions
 per span (beyond a run that decodes only the warm-up's requests) and each later stage's beyond the stage before.
+`--detectors` runs those failure modes' detectors only (as throughput.py's: what the others cost shows against a
+default run).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ STAGES = ("startup", "decode", "processor", "prometheus", "store")
 WARM_BATCHES = 4  # decoded in every stage, the startup one too: the warm-up processor's traffic
 
 
-def _run(stage: str, spans: int, content: bool) -> None:
+def _run(stage: str, spans: int, content: bool, detectors: list[str] | None = None) -> None:
     """One stage, in this process (what valgrind counts)."""
+    from mastwatch.collector.classify.detectors import load_detectors
     from mastwatch.collector.config import ProcessorConfig
     from mastwatch.collector.processor import Processor
     from mastwatch.collector.receiver.decode import decode
@@ -63,7 +66,8 @@ def _run(stage: str, spans: int, content: bool) -> None:
             telemetry = prometheus.self_metrics
         if stage == "store":
             exporters.append(QueuedRows(path))
-        return Processor(ProcessorConfig(), exporters, telemetry)
+        enabled = {} if detectors is None else {code: {"enabled": code in detectors} for code in load_detectors()}
+        return Processor(ProcessorConfig(detectors=enabled), exporters, telemetry)
 
     bodies = requests(spans, 500, content=content)
     batches = [decode(body).spans for body in (bodies[:WARM_BATCHES] if stage == "startup" else bodies)]
@@ -89,10 +93,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spans", type=int, default=20_000)
     parser.add_argument("--content", action="store_true", help="tool results captured (20 kB each)")
+    parser.add_argument("--detectors", help="the failure modes whose detectors run, comma-separated (FM-1.3); "
+                                            "default: those enabled by default")
     parser.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)  # the run valgrind counts
     args = parser.parse_args()
+    detectors = args.detectors.split(",") if args.detectors else None
     if args.stage:
-        _run(args.stage, args.spans, args.content)
+        _run(args.stage, args.spans, args.content, detectors)
         return
     counts = {}
     for stage in STAGES:
@@ -100,12 +107,13 @@ def main() -> None:
             done = subprocess.run(
                 ["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out.name}",
                  sys.executable, __file__, "--stage", stage, "--spans", str(args.spans),
-                 *(["--content"] if args.content else [])],
+                 *(["--content"] if args.content else []), *(["--detectors", args.detectors] if detectors else [])],
                 capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=True)
         counts[stage] = int(re.search(r"I\s+refs:\s+([\d,]+)", done.stderr).group(1).replace(",", ""))
     decoding = (counts["decode"] - counts["startup"]) / (args.spans - WARM_BATCHES * 500)
     total = (counts["store"] - counts["decode"]) / args.spans
-    print(f"instructions per span over {args.spans} spans (10-span traces, content {'on' if args.content else 'off'}):")
+    print(f"instructions per span over {args.spans} spans (10-span traces, content {'on' if args.content else 'off'}, "
+          f"detectors: {args.detectors or 'the defaults'}):")
     print(f"  {'decode':>10}: {decoding:9,.0f}  (the baseline: protobuf to span records, no gRPC)")
     for before, stage in itertools.pairwise(STAGES[1:]):
         print(f"  {stage:>10}: {(counts[stage] - counts[before]) / args.spans:9,.0f}")
