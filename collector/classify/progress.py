@@ -40,7 +40,7 @@ class Progress(SharedState):
         self.error: Step | None = None  # the last failed call not followed by a success of the same tool
         self.error_basis: str | None = None
         # (tool, arguments, result) of the calls that failed
-        self.failures: set[tuple[str | None, str | int | None, str | int | None]] = set()
+        self.failures: set[tuple[str | None, str | int | None, str | int | None]] | None = None  # None: none yet
         self.error_known = False  # the last error repeats an earlier one, other calls having come between
         self.explained: Step | None = None  # the failed call a model turn after it explained to the user
         self.failed_check: Step | None = None  # a check after the last write that failed, not since passed
@@ -76,8 +76,11 @@ class Progress(SharedState):
         effect = self.tools.effect(step.tool)
         if basis is not None:
             key = (step.tool, step.args_key, step.result_key)
-            self.error_known = key in self.failures and before is not self.error  # not a retry in a row
-            self.failures.add(key)
+            failures = self.failures
+            if failures is None:
+                failures = self.failures = set()
+            self.error_known = key in failures and before is not self.error  # not a retry in a row
+            failures.add(key)
             self.error, self.error_basis = step, basis
             if self.write is not None and effect is not STATE_CHANGING:
                 self.failed_check, self.failed_check_basis = step, basis

@@ -21,20 +21,23 @@ class ConversationReset(HistoryLoss):
 
     def __init__(self, settings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
-        self.conversation: dict[str | None, str | None] = {}  # agent -> its current conversation id
-        self.before: dict[str | None, dict[tuple, Step]] = {}  # agent -> calls made in earlier conversations
+        # None until first needed: most runs keep one conversation and have no failed invocation
+        self.conversation: dict[str | None, str | None] | None = None  # agent -> its current conversation id
+        self.before: dict[str | None, dict[tuple, Step]] | None = None  # agent -> calls of earlier conversations
         self.current: dict[str | None, list[Step]] = {}  # compared only once the agent switched
         self.agent: str | None = None  # of the last model call: the one that asked for the next tool calls
         self.calls_under: dict[bytes, list[Step]] = {}  # tool calls by parent span, until that invocation ends
-        self.failed_invocations: dict[bytes, Step] = {}
-        self.failed_calls: dict[tuple, Step] = {}  # calls made in invocations that failed
+        self.failed_invocations: dict[bytes, Step] | None = None
+        self.failed_calls: dict[tuple, Step] | None = None  # calls made in invocations that failed
         self.failed: Step | None = None  # the last invocation that failed having made calls
-        self.repeated: list[Step] = []  # calls redone after it (append-only: the processor accounts for them)
+        self.repeated: list[Step] | None = None  # calls redone after it (append-only: the processor accounts)
 
     def observe(self, step: Step) -> Finding | None:
         if step.kind is AGENT:  # ends after its calls (live), or starts before them (classified again)
             calls = self.calls_under.pop(step.span_id, None)
             if step.error:
+                if self.failed_invocations is None:
+                    self.failed_invocations = {}
                 self.failed_invocations[step.span_id] = step
                 for call in calls or ():
                     self._failed_call(call, step)
@@ -46,11 +49,12 @@ class ConversationReset(HistoryLoss):
             return HistoryLoss.observe(self, step)
         if step.tool is None:
             return None
-        invocation = self.failed_invocations.get(step.parent_span_id)
-        if invocation is not None:
-            self._failed_call(step, invocation)
-            return None
-        if self.failed_calls:
+        if self.failed_invocations is not None:
+            invocation = self.failed_invocations.get(step.parent_span_id)
+            if invocation is not None:
+                self._failed_call(step, invocation)
+                return None
+        if self.failed_calls is not None:
             redone = self._redone(step)
             if redone is not None:
                 return redone
@@ -61,7 +65,7 @@ class ConversationReset(HistoryLoss):
         if self.found is not None or step.args is None:
             return None
         agent = self.agent
-        before = self.before.get(agent)
+        before = None if self.before is None else self.before.get(agent)
         earlier = None if before is None else before.get((step.tool, step.args_key))
         if earlier is not None:
             self.found = Finding(self.code, 0.6, [earlier.span_id, step.span_id],
@@ -76,14 +80,18 @@ class ConversationReset(HistoryLoss):
 
     def _failed_call(self, call: Step, invocation: Step) -> None:
         self.failed = invocation
+        if self.failed_calls is None:
+            self.failed_calls = {}
         self.failed_calls.setdefault((call.tool, call.args_key), call)
 
     def _redone(self, step: Step) -> Finding | None:
         """A call of a failed invocation, made again by a later one."""
-        earlier = self.failed_calls.get((step.tool, step.args_key))
-        failed = self.failed
+        failed_calls, failed = self.failed_calls, self.failed
+        earlier = None if failed_calls is None else failed_calls.get((step.tool, step.args_key))
         if earlier is None or failed is None or step.parent_span_id == earlier.parent_span_id:
             return None
+        if self.repeated is None:
+            self.repeated = []
         self.repeated.append(step)
         if self.found is not None and self.found.repeated is self.repeated:
             self.found.evidence.append(step.span_id)
@@ -97,9 +105,13 @@ class ConversationReset(HistoryLoss):
 
     def _switch(self, step: Step) -> None:
         conversation = step.conversation_id
+        if self.conversation is None:
+            self.conversation = {}
         known = self.conversation.setdefault(step.agent, conversation)
         if known != conversation:
             self.conversation[step.agent] = conversation
+            if self.before is None:
+                self.before = {}
             before = self.before.setdefault(step.agent, {})
             for call in self.current.pop(step.agent, ()):
                 before.setdefault((call.tool, call.args_key), call)

@@ -33,10 +33,10 @@ class StepRepetition(Detector):
         self.repeated: list[Step] = []  # append-only; the processor accounts for it incrementally
         # made when first needed: most runs repeat nothing and have no failed invocation
         self._repeated_ids: set[bytes] | None = None
-        self._evidence: dict[bytes, None] = {}
+        self._evidence: dict[bytes, None] | None = None
         self._failed_invocations: set[bytes] | None = None
         self._parent: bytes | None = None  # of the last model or tool step
-        self._reasons: dict[str, tuple[float, str, str]] = {}  # signal -> (confidence, basis, reason)
+        self._reasons: dict[str, tuple[float, str, str]] | None = None  # signal -> (confidence, basis, reason)
         # settings, kept as plain attributes (reading a settings model costs more)
         (self._min_occurrences, self._retry_limit, self._max_period, self._cycle_min_repeats,
          self._output_min_occurrences, self._output_min_chars, self._unknown_args_min_run,
@@ -62,9 +62,17 @@ class StepRepetition(Detector):
             if step.span_id not in ids:
                 ids.add(step.span_id)
                 self.repeated.append(step)
+        kept = self._evidence
+        if kept is None:
+            kept = self._evidence = {}
         for step in evidence:
-            if len(self._evidence) < EVIDENCE_LIMIT:
-                self._evidence.setdefault(step.span_id, None)
+            if len(kept) < EVIDENCE_LIMIT:
+                kept.setdefault(step.span_id, None)
+
+    def _reason(self, signal: str, confidence: float, basis: str, reason: str) -> None:
+        if self._reasons is None:
+            self._reasons = {}
+        self._reasons[signal] = (confidence, basis, reason)
 
     def observe(self, step: Step) -> Finding | None:
         if step.kind is AGENT:
@@ -96,8 +104,8 @@ class StepRepetition(Detector):
             if self._unknown_args_min_run and self._run >= self._unknown_args_min_run:
                 run = [*self._sequence[len(self._sequence) - self._run + 1:], step]
                 self._mark(run[1:], run)
-                self._reasons["run"] = (0.4, "structure", f"{tool} called {self._run} times in a row "
-                                        "(arguments not captured, so equivalence is not known)")
+                self._reason("run", 0.4, "structure", f"{tool} called {self._run} times in a row "
+                             "(arguments not captured, so equivalence is not known)")
                 changed = True
         else:
             # Arguments are compared only once a tool is called again: the first call waits here.
@@ -129,8 +137,8 @@ class StepRepetition(Detector):
         if len(calls) < self._min_occurrences:
             return False
         self._mark(calls[1:], calls)
-        self._reasons["same_call"] = (0.9, "structure", f"{tool} called {len(calls)} times with "
-                                      f"equivalent arguments {step.args_preview}")
+        self._reason("same_call", 0.9, "structure", f"{tool} called {len(calls)} times with equivalent arguments "
+                     f"{step.args_preview}")
         return True
 
     def _observe_cycle(self) -> bool:
@@ -152,8 +160,8 @@ class StepRepetition(Detector):
                 cycle_steps = seq[end - run - period + 1:end + 1]
                 self._mark(cycle_steps[period:], cycle_steps)
                 names = "→".join(x.tool or "" for x in cycle_steps[:period])
-                self._reasons["cycle"] = (0.8, "structure", f"cycle {names} repeated "
-                                          f"{(run + period) / period:.3g} times with the same arguments")
+                self._reason("cycle", 0.8, "structure", f"cycle {names} repeated {(run + period) / period:.3g} times "
+                             "with the same arguments")
                 return True
         return False
 
@@ -167,20 +175,20 @@ class StepRepetition(Detector):
         if len(outputs) < self._output_min_occurrences:
             return None
         self._mark(outputs[1:], outputs)
-        self._reasons["output"] = (0.85, "content", f"model {step.model or ''} gave the same output "
-                                   f"{len(outputs)} times: {step.output_preview!r}")
+        self._reason("output", 0.85, "content", f"model {step.model or ''} gave the same output {len(outputs)} times: "
+                     f"{step.output_preview!r}")
         return self.current()
 
     def current(self) -> Finding | None:
         reasons = self._reasons
-        if not reasons:
+        if not reasons:  # None or empty
             return None
         # mostly one signal: no sort, no join (calls through Python)
         ranked = list(reasons.values()) if len(reasons) == 1 else sorted(reasons.values(), reverse=True)
         confidence, basis, reason = ranked[0]
         if len(ranked) > 1:
             reason = "; ".join([r for _, _, r in ranked])
-        return Finding(self.code, confidence, list(self._evidence), reason, basis, self.repeated)
+        return Finding(self.code, confidence, list(self._evidence or ()), reason, basis, self.repeated)
 
     def finish(self) -> Finding | None:
         return self.current()
