@@ -628,6 +628,22 @@ def test_c_genai_reader_reads_equal_keys_and_names_that_are_other_objects_alike(
     assert compared > 100
 
 
+def test_c_genai_reader_fills_a_list_again_only_when_nothing_else_holds_it() -> None:
+    from mastwatch.collector.normalize._genai import values
+
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "kubectl"}
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4.1"}
+    held = values(tool, "execute_tool kubectl", 0)
+    before = list(held)
+    other = values(chat, "chat gpt-4.1", 0)
+    assert other is not held and held == before  # a list the caller keeps is never written again
+    assert other[0] is StepKind.LLM and "kubectl" not in other
+    identity = id(other)
+    del other, held
+    again = values(tool, "execute_tool kubectl", 0)  # the list nothing holds now is filled again
+    assert id(again) == identity and again == before  # with nothing left of the span before
+
+
 def test_c_genai_reader_leaves_what_needs_parsing_to_genai_read() -> None:
     from mastwatch.collector.normalize import genai
     from mastwatch.collector.normalize._genai import values

@@ -22,6 +22,7 @@ static long bit_response_model, bit_agent_name, bit_request_model, bit_arguments
 static Py_ssize_t f_kind, f_agent, f_model, f_provider, f_tool, f_call_id, f_conversation, f_args, f_input,
     f_output, f_cache_read, f_cache_write, f_finish, f_error_type, n_fields;
 static int configured;
+static PyObject *scratch; /* owned: the list `values` fills again (slots_list) */
 
 /* The kinds of the operation names seen last, by address: the decoder shares the str of a short value from span to
  * span, so a name is mostly the very object seen before, and looking it up in `kinds` would compare texts. */
@@ -158,6 +159,7 @@ configure(PyObject *Py_UNUSED(module), PyObject *spec)
         return NULL;
     }
     n_fields = n;
+    Py_CLEAR(scratch); /* made for the spec before */
     if (spec_slot(spec, "slot_kind", &f_kind) < 0 || spec_slot(spec, "slot_agent", &f_agent) < 0 ||
         spec_slot(spec, "slot_model", &f_model) < 0 || spec_slot(spec, "slot_provider", &f_provider) < 0 ||
         spec_slot(spec, "slot_tool", &f_tool) < 0 || spec_slot(spec, "slot_tool_call_id", &f_call_id) < 0 ||
@@ -275,12 +277,39 @@ PyDoc_STRVAR(values_doc,
              "The Draft's slots as genai.read fills them for a span only the GenAI conventions read (`present`: its "
              "bits of genai.OPTIONAL); None when the span needs genai.read itself.");
 
+/* A list of n_fields Nones. The caller reads a span's values and drops them before the next span, so the list of
+ * the last call is filled again when nothing else holds it (one list allocated and freed per span was a share of
+ * every span's cost); one still held elsewhere is left to its holder and a new one made. */
+static PyObject *
+slots_list(void)
+{
+    PyObject *out;
+    Py_ssize_t i;
+    if (scratch != NULL && Py_REFCNT(scratch) == 1) {
+        for (i = 0; i < n_fields; i++) {
+            if (PyList_GET_ITEM(scratch, i) != Py_None) {
+                Py_SETREF(PyList_GET_ITEM(scratch, i), Py_NewRef(Py_None));
+            }
+        }
+        return Py_NewRef(scratch);
+    }
+    out = PyList_New(n_fields);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < n_fields; i++) {
+        PyList_SET_ITEM(out, i, Py_NewRef(Py_None));
+    }
+    Py_XSETREF(scratch, Py_NewRef(out));
+    return out;
+}
+
 static PyObject *
 values(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *attrs, *name, *out, *op, *kind = NULL, *value = NULL;
     long present;
-    Py_ssize_t i, end;
+    Py_ssize_t end;
     int agentish = 0, found;
 
     if (nargs != 3 || !PyDict_Check(args[0]) || !PyUnicode_Check(args[1]) || !PyLong_Check(args[2])) {
@@ -323,13 +352,9 @@ values(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
             }
         }
     }
-    out = PyList_New(n_fields);
+    out = slots_list();
     if (out == NULL) {
         return NULL;
-    }
-    for (i = 0; i < n_fields; i++) {
-        Py_INCREF(Py_None);
-        PyList_SET_ITEM(out, i, Py_None);
     }
     if (value != NULL && put_ref(out, f_finish, value) < 0) {
         goto error;
