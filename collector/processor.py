@@ -311,7 +311,7 @@ class Processor:
             group.append(s)
         tokens: dict[tuple[str, str], int] = {}
         cost: dict[str, float] = {}
-        unpriced: dict[str, int] = {}
+        unpriced: dict[str, int] | None = None  # model -> inference calls (made at the first: most traces have none)
         input_tokens = output_tokens = 0
         for (model, provider), steps in by_model.items():
             uncached = output = cache_read = cache_write = 0
@@ -332,16 +332,19 @@ class Processor:
                 add_tokens(tokens, model, "cache_write", cache_write)
             spent = price(None if model == "unknown" else model, provider, steps)
             if spent is None:
+                if unpriced is None:
+                    unpriced = {}
                 unpriced[model] = unpriced.get(model, 0) + len(steps)
             else:
                 cost[model] = cost.get(model, 0.0) + spent
-        for model, n in unpriced.items():
-            self.telemetry.unpriced_calls(model, n)
+        if unpriced is not None:
+            for model, n in unpriced.items():
+                self.telemetry.unpriced_calls(model, n)
         models = [model for model, _ in by_model] if len(by_model) < 2 else sorted({m for m, _ in by_model})
         return Verdict(
             trace_id=trace.trace_id.hex(), service=published.service, agent=published.agent,
             models=models, started_at_ns=trace.started_ns, ended_at_ns=trace.ended_ns,
             steps=len(trace.steps), llm_calls=len(trace.llm_steps), tool_calls=trace.tool_calls,
             input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=usd_total(cost),
-            findings=findings, waste=waste, completion=reason, tokens=tokens, cost=cost, unpriced_calls=unpriced,
+            findings=findings, waste=waste, completion=reason, tokens=tokens, cost=cost,
             not_assessed=self.engine.not_assessed_for(trace))

@@ -55,14 +55,13 @@ class Verdict:
     completion: str  # why the trace was released (see assemble)
     tokens: dict[tuple[str, str], int]  # (model, type) -> tokens
     cost: dict[str, float]  # model -> USD
-    unpriced_calls: dict[str, int]  # model -> inference calls
     not_assessed: list[str]  # modes no detector (or judge) looked for
 
     def __init__(self, trace_id: str, service: str, agent: str, models: list[str], started_at_ns: int,
                  ended_at_ns: int, steps: int, llm_calls: int, tool_calls: int, input_tokens: int, output_tokens: int,
                  cost_usd: float, findings: dict[str, Finding], waste: Waste, completion: str = "complete",
                  tokens: dict[tuple[str, str], int] | None = None, cost: dict[str, float] | None = None,
-                 unpriced_calls: dict[str, int] | None = None, not_assessed: list[str] | None = None) -> None:
+                 not_assessed: list[str] | None = None) -> None:
         self.trace_id, self.service, self.agent, self.models = trace_id, service, agent, models
         self.started_at_ns, self.ended_at_ns, self.steps = started_at_ns, ended_at_ns, steps
         self.llm_calls, self.tool_calls, self.input_tokens, self.output_tokens = (llm_calls, tool_calls, input_tokens,
@@ -70,7 +69,6 @@ class Verdict:
         self.cost_usd, self.findings, self.waste, self.completion = cost_usd, findings, waste, completion
         self.tokens = {} if tokens is None else tokens
         self.cost = {} if cost is None else cost
-        self.unpriced_calls = {} if unpriced_calls is None else unpriced_calls
         self.not_assessed = [] if not_assessed is None else not_assessed
 
     @property

@@ -219,17 +219,18 @@ class ClassifierEngine:
         if not trace.in_order or profile != state.profile:
             state = self._again(trace, profile, True)
         findings: dict[str, Finding] = {}
-        failed: list[Detector] = []
+        failed: list[Detector] | None = None
         for detector in state.detectors:
             try:
                 finding = detector.finish()
             except Exception:
                 log.exception("detector %s failed finishing trace %s", detector.code, trace.trace_id.hex())
-                failed.append(detector)
+                failed = [*(failed or ()), detector]
                 continue
             if finding is not None and not self._skipped(detector):
                 findings[finding.code] = finding
-        self._switch_off(state, failed)
+        if failed:
+            self._switch_off(state, failed)
         trace.classifier = state
         return findings
 
