@@ -18,7 +18,7 @@ from typing import Final, Protocol
 from mastwatch.threads import name_os_thread
 
 from .assemble import SHUTDOWN, Trace, TraceAssembler
-from .classify.engine import ClassifierEngine
+from .classify.engine import NO_FINDINGS, ClassifierEngine
 from .classify.modes import MODES, FailureMode
 from .config import ProcessorConfig
 from .normalize import normalize_span
@@ -37,7 +37,7 @@ class Published:
     def __init__(self, service: str, agent: str) -> None:
         self.service = service
         self.agent = agent
-        self.modes: set[str] = set()
+        self.modes: set[str] | None = None  # the modes published (made at the first)
         self.waste: Waste | None = None  # as published
         self.live: Waste | None = None  # accounted incrementally while the trace is open
 
@@ -233,8 +233,11 @@ class Processor:
     def _increment(self, published: Published, findings: Iterable[Finding], waste: Waste) -> Increment:
         if not findings and not waste.repeated_by_tool:
             return NO_INCREMENT
-        modes = [MODES[f.code] for f in findings if f.code not in published.modes]
-        published.modes.update(m.code for m in modes)
+        shown = published.modes
+        if shown is None:
+            shown = published.modes = set()
+        modes = [MODES[f.code] for f in findings if f.code not in shown]
+        shown.update(m.code for m in modes)
         old = published.waste or NO_WASTE
         increment = Increment(published.service, published.agent, modes,
                               _diff(waste.repeated_by_tool, old.repeated_by_tool),
@@ -253,7 +256,7 @@ class Processor:
         increments: list[Increment] = []
         for trace in traces:
             published = self._labels(trace)
-            findings = trace.classifier.findings.values()
+            findings = (trace.classifier.findings or NO_FINDINGS).values()
             live = published.live = self._waste(trace, findings, published.live)  # new steps
             increments.append(self._increment(published, findings, live))  # modes not shown before
         for exporter in self.exporters:

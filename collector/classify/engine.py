@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel
 
@@ -23,6 +23,7 @@ from .modes import MODES
 from .tools import ToolClassifier
 
 log = logging.getLogger(__name__)
+NO_FINDINGS: Final[dict[str, Finding]] = {}  # the live findings of a trace without any; shared, never changed
 Routes = list[list[int]]  # by step kind (its value): the positions of the detectors that observe it, in order
 
 
@@ -34,7 +35,7 @@ class TraceFindings:
         self.routes = routes  # the profile's, shared by its traces
         self.profile = profile  # index into the engine's agent settings, -1 for the defaults
         self.settled = settled  # the profile was chosen from the root span's agent (else it may change with the root)
-        self.findings: dict[str, Finding] = {}
+        self.findings: dict[str, Finding] | None = None  # made at the first: most traces have none
 
 
 class ClassifierEngine:
@@ -151,7 +152,10 @@ class ClassifierEngine:
                 failed = [*(failed or ()), detector]
                 continue
             if finding is not None and not self._skipped(detector):
-                state.findings[finding.code] = finding
+                found = state.findings
+                if found is None:
+                    found = state.findings = {}
+                found[finding.code] = finding
                 changed = [*(changed or ()), finding]
         if failed:
             self._switch_off(state, failed)
@@ -204,7 +208,7 @@ class ClassifierEngine:
         if state is not None and not state.settled and (step.agent or step.is_root):
             profile, settled = self._profile(trace, step)
             if profile != state.profile:  # the run's agent has settings of its own
-                return list(self._again(trace, profile, settled).findings.values())
+                return list((self._again(trace, profile, settled).findings or NO_FINDINGS).values())
             state.settled = settled
         if step.kind not in self.kinds:
             return ()
