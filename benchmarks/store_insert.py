@@ -124,6 +124,7 @@ def _engine(path: str, n: int, batch: int) -> tuple[float, float, float]:
 
 def _exporter(path: str, n: int, batch: int, modes: tuple[str, ...]) -> tuple[float, float, float]:
     from mastwatch.collector.assemble import COMPLETION_BATCH
+    from mastwatch.collector.processor import NO_INCREMENT
     from mastwatch.exporter.store import StoreConfig, StoreExporter
 
     store = StoreExporter(StoreConfig(path=path, batch_rows=batch))
@@ -131,7 +132,7 @@ def _exporter(path: str, n: int, batch: int, modes: tuple[str, ...]) -> tuple[fl
     clock = Clock()
     own = time.thread_time()
     while chunk := list(itertools.islice(verdicts, COMPLETION_BATCH)):
-        store.export_verdicts(chunk, [None] * len(chunk))
+        store.export_verdicts(chunk, [NO_INCREMENT] * len(chunk))
     own = time.thread_time() - own
     assert store.flush(600)
     times = clock.stop()

@@ -10,6 +10,7 @@ import pytest
 
 from mastwatch.collector.classify.modes import MODES
 from mastwatch.collector.content import Content
+from mastwatch.collector.processor import NO_INCREMENT
 from mastwatch.collector.spend import RepeatedStep, Waste
 from mastwatch.collector.steps import Finding, StepKind
 from mastwatch.collector.verdict import Verdict
@@ -83,7 +84,7 @@ def test_rows_read_back_whole(tmp_path) -> None:
             described = store.query(f"DESCRIBE TABLE mastwatch.{table}")
             assert tuple(c["name"] for c in described) == columns
         verdict = _verdict()
-        store.export_verdicts([verdict], [None])
+        store.export_verdicts([verdict], [NO_INCREMENT])
         assert store.flush()
         (row,) = store.query("SELECT * FROM mastwatch.mast_traces")
         assert row["agent"] == "agent 'x'" and row["failure_modes"] == ["FM-1.3"]
@@ -135,7 +136,7 @@ def test_failed_writes_are_queued_and_retried_until_the_store_recovers(tmp_path)
     try:
         store.engine.command("DROP TABLE mastwatch.mast_findings")  # traces go in, findings fail
         for _ in range(3):
-            store.export_verdicts([_verdict()], [None])
+            store.export_verdicts([_verdict()], [NO_INCREMENT])
         deadline = time.monotonic() + 10
         while telemetry.store_errors._value.get() < 2:
             assert time.monotonic() < deadline, "the failing insert was not retried"
@@ -158,7 +159,7 @@ def test_rows_beyond_the_queue_bound_are_dropped_and_counted(tmp_path) -> None:
     store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=60, max_queued_rows=8), telemetry)
     try:
         for _ in range(3):  # four rows each (trace, finding, two steps): 12 rows for a queue of 8
-            store.export_verdicts([_verdict()], [None])
+            store.export_verdicts([_verdict()], [NO_INCREMENT])
         assert telemetry.store_dropped._value.get() == 4  # the oldest verdict, whole
         assert telemetry.store_queue_rows.collect()[0].samples[0].value == 8  # read when scraped
     finally:
@@ -200,7 +201,7 @@ def test_a_store_of_the_first_version_is_migrated_in_place(tmp_path) -> None:
         versions = store.query("SELECT version FROM mastwatch.mast_schema_migrations ORDER BY version")
         assert [r["version"] for r in versions] == list(range(1, VERSION + 1))
         assert _count(store, TRACES) == 1  # kept
-        store.export_verdicts([make_verdict(trace=2)], [None])
+        store.export_verdicts([make_verdict(trace=2)], [NO_INCREMENT])
         assert store.flush()
         assert (_count(store, TRACES), _count(store, REPEATED_STEPS)) == (2, 2)
     finally:
@@ -301,7 +302,7 @@ def export_and_check_times(store: StoreExporter) -> None:
     """Verdicts started at `random_times()` arrive with every time exact, whatever days one batch spans."""
     times = random_times()
     for i, ns in enumerate(times):
-        store.export_verdicts([make_verdict(trace=i, started_ns=ns)], [None])
+        store.export_verdicts([make_verdict(trace=i, started_ns=ns)], [NO_INCREMENT])
     assert store.flush(60)
     rows = store.query("SELECT trace_id, toUnixTimestamp64Nano(started_at) AS s, toUnixTimestamp64Nano(ended_at) AS e "
                        "FROM mastwatch.mast_traces")
@@ -354,7 +355,7 @@ def check_version_1_upgrade(queue_path, open_store) -> None:
     store = open_store()
     try:
         verdict.trace_id = f"{2:032x}"
-        store.export_verdicts([verdict], [None])
+        store.export_verdicts([verdict], [NO_INCREMENT])
         assert store.flush()
         for table in (TRACES, FINDINGS, REPEATED_STEPS):
             rows = store.query(f"SELECT * EXCEPT trace_id FROM mastwatch.{table} ORDER BY trace_id, started_at")

@@ -14,6 +14,7 @@ import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
 from prometheus_client import CollectorRegistry
 
+from mastwatch.collector.processor import NO_INCREMENT
 from mastwatch.exporter.prometheus import SelfMetrics
 from mastwatch.exporter.store import StoreConfig, StoreExporter
 from mastwatch.exporter.store.clickhouse_engine import ClickhouseEngine
@@ -52,7 +53,7 @@ def test_rows_arrive_whole_in_native_and_queries_agree_with_chdb(endpoint, tmp_p
     store = server_store(endpoint, tmp_path)
     try:
         verdict = make_verdict(agent='agent \'x\' \\ "y"')
-        store.export_verdicts([verdict], [None])
+        store.export_verdicts([verdict], [NO_INCREMENT])
         fill(store)
         assert store.flush()
         for name in QUERIES:  # the same SQL, over HTTP and Native, and straight on chDB
@@ -115,7 +116,7 @@ def test_outage_under_load_every_verdict_arrives_exactly_once(endpoint, tmp_path
         for phase, go in enumerate(phases):
             go.wait(30)
             for i in range(per_phase):
-                store.export_verdicts([make_verdict(phase * per_phase + i + 1, agent=f"agent-{i % 7}")], [None])
+                store.export_verdicts([make_verdict(phase * per_phase + i + 1, agent=f"agent-{i % 7}")], [NO_INCREMENT])
 
     lost_answers: list[str] = []
 

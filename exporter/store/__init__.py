@@ -135,7 +135,7 @@ class StoreExporter:
     def export_increments(self, increments: list[Increment]) -> None:
         pass  # rows are written per verdict (live findings are counters only)
 
-    def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment | None]) -> None:
+    def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment]) -> None:
         dropped = self.queue.append(*encode(verdicts))  # one record for the batch
         if dropped:
             self._dropped(dropped)
