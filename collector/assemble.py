@@ -49,7 +49,7 @@ class Trace:
         self.started_ns = 0  # earliest start and latest end of any step
         self.ended_ns = 0
         self.classifier: Any = None  # per-trace classifier state, owned by the engine
-        self.shared: dict[str, Any] = {}  # state detectors of the trace share, by name
+        self.shared: dict[str, Any] | None = None  # state its detectors share, by name (made by the first)
         self.emitted: Any = None  # what the sinks were already told (live findings), owned by the processor
         self.observed = 0  # how many of `steps` the classifier was fed (they are fed in arrival order)
         self.completed = False  # handed on for its verdict

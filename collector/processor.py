@@ -293,7 +293,8 @@ class Processor:
         for i, (trace, _) in enumerate(completed):
             if judge is not None:
                 judge.offer(trace, verdicts[i])
-            trace.classifier = trace.emitted = None  # detectors point back at the trace: free it without the GC
+            engine.release(trace)  # its detectors are kept for a new trace
+            trace.emitted = None
         seconds = time.perf_counter() - started  # what each trace of the batch waited for its verdict
         for _, reason in completed:
             self.telemetry.trace_completed(reason, seconds)

@@ -5,16 +5,23 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import os
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mastwatch.collector.assemble import Trace
-from mastwatch.collector.classify.detector import Detector
+from mastwatch.collector.classify.detector import Detector, SharedState
 from mastwatch.collector.classify.detectors import load_detectors
-from mastwatch.collector.classify.engine import ClassifierEngine, detector_routes
-from mastwatch.collector.config import DetectorSettings
+from mastwatch.collector.classify.engine import ClassifierEngine, TraceFindings, detector_routes
+from mastwatch.collector.config import DetectorSettings, ProcessorConfig
 from mastwatch.collector.content import Content
+from mastwatch.collector.processor import Increment, Processor
 from mastwatch.collector.steps import Step, StepKind
+from mastwatch.collector.verdict import Verdict
+from mastwatch.evaluate import LabelledRun, blind_runs, real_runs, scenario_runs
+
+DATA = Path(__file__).parent / "data"
 
 
 def _step(n: int, kind: StepKind = StepKind.TOOL) -> Step:
@@ -68,3 +75,88 @@ def test_the_per_span_modules_are_compiled(module: str) -> None:
     loaded = importlib.import_module(f"mastwatch.collector.{module}")
     assert loaded.__file__ is not None and loaded.__file__.endswith(importlib.machinery.EXTENSION_SUFFIXES[0]), \
         f"{module} is not compiled: pip install -e . (with mypy available to the build)"
+
+
+# every detector, FM-1.1 and FM-1.2 (off by default) with settings that make them fire
+EVERY_DETECTOR: dict[str, Any] = {**{code: {"enabled": True} for code in load_detectors()},
+                                  "FM-1.1": {"enabled": True, "confirm_tools": ["*"]},
+                                  "FM-1.2": {"enabled": True, "roles": {"*": ["get_*", "read_*", "search*"]}}}
+
+
+def _runs(content: bool) -> list[LabelledRun]:
+    """The labelled corpora (scenarios of every mode, recorded runs, the blind corpus), each trace once (the blind
+    corpus repeats some recorded runs)."""
+    runs, seen = [], set()
+    for run in [*scenario_runs(content), *real_runs(DATA / "labels", content), *blind_runs(DATA / "blind", content)]:
+        ids = {span.trace_id for span in run.spans}
+        if not ids & seen:
+            runs.append(run)
+        seen |= ids
+    return runs
+
+
+class _Verdicts:
+    def __init__(self) -> None:
+        self.json: list[str] = []
+
+    def export_increments(self, increments: list[Increment]) -> None:
+        pass
+
+    def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment]) -> None:
+        self.json += [v.to_json() for v in verdicts]
+
+    def shutdown(self) -> None:
+        pass
+
+
+def _classified(processor: Processor, run: LabelledRun, now: float) -> None:
+    """The run's spans in one request at `now`, and its traces completed (then released) by a tick well after."""
+    processor.process(run.spans, now=now)
+    processor.tick(now + 1000.0)
+
+
+def _state(obj: object) -> dict[str, Any]:
+    """A detector's attributes (compiled classes list them), the state it shares by value, its trace left out."""
+    state = {}
+    for name in type(obj).__mypyc_attrs__:  # type: ignore[attr-defined]
+        value = getattr(obj, name, AttributeError)
+        if name != "trace":
+            state[name] = _state(value) if isinstance(value, SharedState) else value
+    return state
+
+
+@pytest.mark.skipif(os.environ.get("MASTWATCH_COMPILE") == "0", reason="built as plain Python")
+@pytest.mark.parametrize("content", [True, False], ids=["content", "no-content"])
+def test_released_detectors_are_reset_to_new_ones(content: bool) -> None:
+    """After each run of the corpora, the detectors the engine keeps (every one, and the state they share) are in
+    the state of detectors just made: nothing of the run they classified is left."""
+    processor = Processor(ProcessorConfig(detectors=EVERY_DETECTOR), [])
+    engine = processor.engine
+    new = engine._new(Trace(bytes(16), 0.0, 0.0), -1, True)
+    assert len(new.detectors) == len(load_detectors())
+    fresh = [_state(d) for d in new.detectors]
+    kept: dict[int, TraceFindings] = {}  # every set kept so far, by id
+    runs = _runs(content)
+    for n, run in enumerate(runs):
+        _classified(processor, run, n * 2000.0)
+        for state in engine._spare[0]:
+            assert [_state(d) for d in state.detectors] == fresh, run.run_id
+            assert state.findings is None
+            kept[id(state)] = state
+    assert len(kept) == 1  # one run at a time: every trace (classified again too) is given the one set
+
+
+@pytest.mark.parametrize("content", [True, False], ids=["content", "no-content"])
+def test_reused_detectors_give_the_verdicts_new_ones_give(content: bool) -> None:
+    """Every run of the corpora classified by detectors reused from the runs before (one processor) gets the
+    verdicts it gets from a processor of its own."""
+    config = ProcessorConfig(detectors=EVERY_DETECTOR)
+    reused = _Verdicts()
+    processor = Processor(config, [reused])
+    for n, run in enumerate(_runs(content)):
+        alone = _Verdicts()
+        _classified(Processor(config, [alone]), run, n * 2000.0)
+        count = len(reused.json)
+        _classified(processor, run, n * 2000.0)
+        assert reused.json[count:] == alone.json, run.run_id
+        assert alone.json

@@ -1,10 +1,15 @@
 """What a detector plugin is. One module in `detectors/` per failure mode; the engine finds them.
 
-A detector class is instantiated once per trace. The engine calls `observe` with each step as it
-arrives (in arrival order, which for live traffic is end order) and `finish` once when the trace is
-complete. Either may return the detector's current finding; a finding returned mid-trace is published
-at once (live alerting) and may be revised later. Detectors keep incremental state: `observe` must not
-rescan the trace.
+A detector is made for a trace. The engine calls `observe` with each step as it arrives (in arrival
+order, which for live traffic is end order) and `finish` once when the trace is complete. Either may
+return the detector's current finding; a finding returned mid-trace is published at once (live
+alerting) and may be revised later. Detectors keep incremental state: `observe` must not rescan the
+trace.
+
+A detector that keeps all of its per-trace state in `begin` (its `__init__` ends by calling it) sets
+`reusable`: the engine then resets finished traces' detectors with `begin` and gives them to new traces
+instead of making new ones (making nine detectors and their state per trace costs more than resetting
+them). What a finding holds is handed out: `begin` makes containers a finding may share anew.
 
 Modes that no enabled detector covers are reported as not assessed (a judge may cover them later).
 """
@@ -29,11 +34,16 @@ class Detector:
     code: ClassVar[str]
     Settings: ClassVar[type[DetectorSettings]] = DetectorSettings
     kinds: ClassVar[frozenset[StepKind]] = frozenset(StepKind)  # the steps `observe` is given
+    reusable: ClassVar[bool] = False  # `begin` resets all per-trace state: the engine may reuse it for other traces
 
     def __init__(self, settings: Any, trace: Trace, tools: ToolClassifier | None = None) -> None:
         self.settings = settings
         self.trace = trace
         self.tools = tools or DEFAULT_TOOLS  # read-only vs state-changing, shared by the engine's detectors
+
+    def begin(self) -> None:
+        """Set the per-trace state to that of a detector that has seen nothing (settings, tools and the state it
+        shares are kept; `trace` is set by the engine)."""
 
     def observe(self, step: Step) -> Finding | None:
         return None
@@ -50,6 +60,9 @@ class SharedState:
     def __init__(self) -> None:
         self.users: set[str] = set()  # the codes of the detectors feeding it
 
+    def begin(self) -> None:
+        """Forget the trace (as `Detector.begin`: the engine calls it when it reuses the detectors sharing it)."""
+
 
 S = TypeVar("S", bound=SharedState)
 
@@ -59,11 +72,14 @@ def shared(detector: Detector, key: str, make: Callable[[], S], fits: Callable[[
     when the engine classifies the trace again (the detector already uses it), and a detector whose settings it
     does not `fit` gets one of its own. The state keeps the codes of its `users`."""
     code = detector.code
-    known: SharedState | None = detector.trace.shared.get(key)  # typed: compiled code reads `users` as a field
+    states = detector.trace.shared
+    if states is None:
+        states = detector.trace.shared = {}
+    known: SharedState | None = states.get(key)  # typed: compiled code reads `users` as a field
     if known is None or code in known.users:
-        state = detector.trace.shared[key] = make()
+        state = states[key] = make()
     elif fits is not None and not fits(cast(S, known)):
-        state = make()
+        state = states[f"{key} of {code}"] = make()  # kept in `shared` too: the engine resets it with the rest
     else:
         state = cast(S, known)
     chosen: SharedState = state

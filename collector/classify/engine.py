@@ -3,7 +3,10 @@ counted and switched off for that trace; the others and the pipeline go on.
 
 Detector settings may differ per agent (`AgentDetectors`). A run's agent is its root span's, else the first
 step naming one, else its service; until the root arrives that is provisional, and when the root names an
-agent with other settings the trace is classified again from its first step with them."""
+agent with other settings the trace is classified again from its first step with them.
+
+When a trace's verdict is out, the processor `release`s it: its detectors, if all are `reusable`, are reset and
+kept (up to `SPARE_SETS` sets per settings profile) for the next new trace instead of making new ones."""
 
 from __future__ import annotations
 
@@ -17,25 +20,30 @@ from pydantic import BaseModel
 from ..assemble import Trace
 from ..config import AgentDetectors, DetectorSettings, ToolsConfig
 from ..steps import Finding, Step, StepKind
-from .detector import Detector
+from .detector import Detector, SharedState
 from .detectors import load_detectors
 from .modes import MODES
 from .tools import ToolClassifier
 
 log = logging.getLogger(__name__)
 NO_FINDINGS: Final[dict[str, Finding]] = {}  # the live findings of a trace without any; shared, never changed
+SPARE_SETS: Final = 1024  # reset detector sets kept per settings profile (2.7 kB each with the defaults)
+RELEASED: Final = Trace(bytes(16), 0.0, 0.0)  # what a kept detector points at: not the trace it classified
 Routes = list[list[int]]  # by step kind (its value): the positions of the detectors that observe it, in order
 
 
 class TraceFindings:
     """The classifier's state for one trace."""
 
-    def __init__(self, detectors: list[Detector], routes: Routes, profile: int, settled: bool) -> None:
+    def __init__(self, detectors: list[Detector], routes: Routes, profile: int, settled: bool,
+                 shared: list[SharedState], reusable: bool) -> None:
         self.detectors = detectors  # one per detector enabled, in the engine's order (a switched off one inert)
         self.routes = routes  # the profile's, shared by its traces
         self.profile = profile  # index into the engine's agent settings, -1 for the defaults
         self.settled = settled  # the profile was chosen from the root span's agent (else it may change with the root)
         self.findings: dict[str, Finding] | None = None  # made at the first: most traces have none
+        self.shared = shared  # the state its detectors share (reset with them)
+        self.reusable = reusable  # every detector is (none was switched off): reset and kept when released
 
 
 class ClassifierEngine:
@@ -60,6 +68,9 @@ class ClassifierEngine:
                                          for cls, _ in profile))  # steps any detector wants
         self.tools = ToolClassifier(tools)
         self.not_assessed = self._not_assessed(self.detectors)  # no enabled detector for these, by default
+        # by profile + 1 (the defaults first): whether its detectors are all reusable, and its sets kept for reuse
+        self._reusable = [all(cls.reusable for cls, _ in d) for d in (self.detectors, *(d for _, d in self.agents))]
+        self._spare: list[list[TraceFindings]] = [[] for _ in self._reusable]
         self._not_assessed_per_agent = [self._not_assessed(detectors) for _, detectors in self.agents]
 
     def _enabled(self, settings: dict[str, Any]) -> list[tuple[type[Detector], DetectorSettings]]:
@@ -107,12 +118,19 @@ class ClassifierEngine:
         return self.agents[profile][1], self.agents_routes[profile]
 
     def _new(self, trace: Trace, profile: int, settled: bool) -> TraceFindings:
+        spare = self._spare[profile + 1]
+        if spare:
+            return _reuse(spare.pop(), trace, settled)
         enabled, routes = self._enabled_for(profile)
         tools = self.tools
-        return TraceFindings([cls(s, trace, tools) for cls, s in enabled], routes, profile, settled)
+        trace.shared = None  # (classified again: the state the trace's earlier detectors share is theirs)
+        detectors = [cls(s, trace, tools) for cls, s in enabled]
+        return TraceFindings(detectors, routes, profile, settled, _shared(trace), self._reusable[profile + 1])
 
     def _again(self, trace: Trace, profile: int, settled: bool) -> TraceFindings:
         """Classify the trace's steps so far again, from the first, with the detectors of `profile`."""
+        if trace.classifier is not None:
+            self._keep(trace.classifier)  # reset: mostly given right back
         state = trace.classifier = self._new(trace, profile, settled)
         for step in trace.ordered_steps():
             if step.kind in self.kinds:
@@ -133,6 +151,7 @@ class ClassifierEngine:
         """Each failed detector is replaced, for this trace, by an inert one (the base class: sees and finds
         nothing)."""
         detectors = state.detectors
+        state.reusable = False
         for detector in failed:
             detectors[detectors.index(detector)] = Detector(detector.settings, detector.trace, detector.tools)
             self.on_detector_error(detector.code)
@@ -182,13 +201,20 @@ class ClassifierEngine:
                     break
         tools = self.tools
         for profile, started in new.items():
+            spare = self._spare[profile + 1]
+            while spare and started:
+                trace, settled = started.pop()
+                trace.classifier = _reuse(spare.pop(), trace, settled)
+            if not started:
+                continue
             enabled, routes = self._enabled_for(profile)
+            reusable = self._reusable[profile + 1]
             made: list[list[Detector]] = [[] for _ in started]
             for cls, settings in enabled:
                 for j, (trace, _) in enumerate(started):
                     made[j].append(cls(settings, trace, tools))
             for j, (trace, settled) in enumerate(started):
-                trace.classifier = TraceFindings(made[j], routes, profile, settled)
+                trace.classifier = TraceFindings(made[j], routes, profile, settled, _shared(trace), reusable)
 
     def catch_up(self, trace: Trace) -> bool:
         """Feed the trace's steps assembled since it was last fed, in arrival order; whether a finding is new or
@@ -237,6 +263,43 @@ class ClassifierEngine:
             self._switch_off(state, failed)
         trace.classifier = state
         return findings
+
+    def release(self, trace: Trace) -> None:
+        """The trace is done with (its verdict is out). Its detectors are reset and kept for a new trace, if they are
+        all reusable and fewer than `SPARE_SETS` of the profile are kept; else they are left to be freed."""
+        state: TraceFindings | None = trace.classifier
+        trace.classifier = None  # detectors point back at the trace: it is freed without the garbage collector
+        if state is not None:
+            self._keep(state)
+
+    def _keep(self, state: TraceFindings) -> None:
+        spare = self._spare[state.profile + 1]
+        if not state.reusable or len(spare) >= SPARE_SETS:
+            return
+        try:
+            for shared in state.shared:
+                shared.begin()
+            for detector in state.detectors:
+                detector.trace = RELEASED
+                detector.begin()
+        except Exception:  # a detector's own fault: its set is left to be freed, new traces get new ones
+            log.exception("resetting the detectors of a finished trace failed; they are not reused")
+            return
+        state.findings = None
+        spare.append(state)
+
+
+def _shared(trace: Trace) -> list[SharedState]:
+    """The state the detectors just made for the trace share."""
+    return [] if trace.shared is None else list(trace.shared.values())
+
+
+def _reuse(state: TraceFindings, trace: Trace, settled: bool) -> TraceFindings:
+    """A released set of detectors, for `trace`."""
+    for detector in state.detectors:
+        detector.trace = trace
+    state.settled = settled
+    return state
 
 
 def detector_routes(detectors: list[tuple[type[Detector], DetectorSettings]]) -> Routes:

@@ -31,6 +31,9 @@ class Progress(SharedState):
     def __init__(self, tools: ToolClassifier) -> None:
         super().__init__()
         self.tools = tools
+        self.begin()
+
+    def begin(self) -> None:
         self.last_tool: Step | None = None
         self.last_llm: Step | None = None
         self.llm_calls = 0
@@ -186,6 +189,7 @@ class EndingDetector(Detector):
     """A detector judging how the run ended (FM-3.1 and FM-3.3 subclass it with their code)."""
 
     kinds = frozenset({TOOL, LLM, AGENT})  # agent spans: limits hit
+    reusable = True  # no state of its own
 
     def __init__(self, settings: Any, trace: Trace, tools: ToolClassifier | None = None) -> None:
         super().__init__(settings, trace, tools)

@@ -20,13 +20,19 @@ class ConversationReset(HistoryLoss):
     resets = True
 
     def __init__(self, settings, trace, tools=None) -> None:
+        # emptied by `begin` (which HistoryLoss's __init__ calls), never handed out
+        self.current: dict[str | None, list[Step]] = {}  # compared only once the agent switched
+        self.calls_under: dict[bytes, list[Step]] = {}  # tool calls by parent span, until that invocation ends
         super().__init__(settings, trace, tools)
+
+    def begin(self) -> None:
+        HistoryLoss.begin(self)
+        self.current.clear()
+        self.calls_under.clear()
+        self.agent: str | None = None  # of the last model call: the one that asked for the next tool calls
         # None until first needed: most runs keep one conversation and have no failed invocation
         self.conversation: dict[str | None, str | None] | None = None  # agent -> its current conversation id
         self.before: dict[str | None, dict[tuple, Step]] | None = None  # agent -> calls of earlier conversations
-        self.current: dict[str | None, list[Step]] = {}  # compared only once the agent switched
-        self.agent: str | None = None  # of the last model call: the one that asked for the next tool calls
-        self.calls_under: dict[bytes, list[Step]] = {}  # tool calls by parent span, until that invocation ends
         self.failed_invocations: dict[bytes, Step] | None = None
         self.failed_calls: dict[tuple, Step] | None = None  # calls made in invocations that failed
         self.failed: Step | None = None  # the last invocation that failed having made calls

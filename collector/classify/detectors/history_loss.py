@@ -42,6 +42,10 @@ class PromptSizes(SharedState):
         super().__init__()
         self.limits = limits  # min_calls, min_tokens, drop_ratio
         self.series: dict[tuple, _Series] = {}
+        self.begin()
+
+    def begin(self) -> None:
+        self.series.clear()
         self.last: _Series | None = None  # of the call seen last: mostly the next one's too
         self.seen: Step | None = None
         self.collapse: Collapse | None = None  # confirmed by the step last seen
@@ -81,11 +85,15 @@ class HistoryLoss(Detector):
     Settings = HistoryLossSettings
     kinds = frozenset({LLM})
     resets = False  # FM-2.1 subclasses this with True: drops back to the first call's size
+    reusable = True
 
     def __init__(self, settings: HistoryLossSettings, trace: Trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
         limits = settings.limits
         self.sizes = shared(self, "prompt_sizes", lambda: PromptSizes(limits), lambda s: s.limits == limits)
+        self.begin()
+
+    def begin(self) -> None:
         self.found: Finding | None = None
 
     def observe(self, step: Step) -> Finding | None:

@@ -16,13 +16,17 @@ from ..tools import STATE_CHANGING
 class IgnoredInput(Detector):
     code = "FM-2.5"
     kinds = frozenset({TOOL, LLM, AGENT})  # the ending: model answers, limits hit
+    reusable = True
 
     def __init__(self, settings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
+        self.progress = shared_progress(self)
+        self.begin()
+
+    def begin(self) -> None:
         self.failed: Step | None = None  # the last call, when it was a write that failed
         self.basis: str | None = None
         self.found: Finding | None = None
-        self.progress = shared_progress(self)
 
     def observe(self, step: Step) -> Finding | None:
         self.progress.observe(step)

@@ -14,9 +14,13 @@ from ..signals import stated_tool, states_change, tool_error
 class ReasoningAction(Detector):
     code = "FM-2.6"
     kinds = frozenset({LLM, TOOL})
+    reusable = True
 
     def __init__(self, settings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
+        self.begin()
+
+    def begin(self) -> None:
         self.said: Step | None = None  # the model call whose first tool call is awaited
         self.last_tool: Step | None = None
         self.found: Finding | None = None

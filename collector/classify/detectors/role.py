@@ -17,9 +17,13 @@ class Role(Detector):
     code = "FM-1.2"
     Settings = RoleSettings
     kinds = frozenset({TOOL, LLM})
+    reusable = True
 
     def __init__(self, settings: RoleSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
+        self.begin()
+
+    def begin(self) -> None:
         self.agent: str | None = None  # of the last model call, for tool spans that do not name their agent
         self.found: Finding | None = None
 

@@ -28,40 +28,52 @@ class StepRepetition(Detector):
     Settings = StepRepetitionSettings
     kinds = frozenset({TOOL, LLM, AGENT})  # agent steps: invocations that failed
 
+    reusable = True
+
     def __init__(self, settings: StepRepetitionSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
-        self.repeated: list[Step] = []  # append-only; the processor accounts for it incrementally
+        # settings, kept as plain attributes (reading a settings model costs more)
+        (self._min_occurrences, self._retry_limit, self._max_period, self._cycle_min_repeats,
+         self._output_min_occurrences, self._output_min_chars, self._unknown_args_min_run,
+         self._polling) = settings.plain
+        # emptied by `_start_over`, never handed out
+        self._calls: dict[tuple[str, str | int | None], list[Step]] = {}
+        self._first_call: dict[str, Step | None] = {}  # None: its first call has been compared
+        self._sequence: list[Step] = []  # tool calls, in order
+        self._match_run = [0] * (self._max_period + 1)
+        self.begin()
+
+    def begin(self) -> None:
         # made when first needed: most runs repeat nothing and have no failed invocation
+        self.repeated: list[Step] | None = None  # append-only; the processor accounts for it incrementally
         self._repeated_ids: set[bytes] | None = None
         self._evidence: dict[bytes, None] | None = None
         self._failed_invocations: set[bytes] | None = None
         self._parent: bytes | None = None  # of the last model or tool step
         self._reasons: dict[str, tuple[float, str, str]] | None = None  # signal -> (confidence, basis, reason)
-        # settings, kept as plain attributes (reading a settings model costs more)
-        (self._min_occurrences, self._retry_limit, self._max_period, self._cycle_min_repeats,
-         self._output_min_occurrences, self._output_min_chars, self._unknown_args_min_run,
-         self._polling) = settings.plain
         self._start_over()
 
     def _start_over(self) -> None:
         """Forget the calls made so far (a fresh invocation of the agent restarted the work)."""
-        self._calls: dict[tuple[str, str | int | None], list[Step]] = {}
-        self._first_call: dict[str, Step | None] = {}  # None: its first call has been compared
-        self._sequence: list[Step] = []  # tool calls, in order
-        self._match_run = [0] * (self._max_period + 1)
+        self._calls.clear()
+        self._first_call.clear()
+        self._sequence.clear()
+        match_run = self._match_run
+        for i in range(len(match_run)):
+            match_run[i] = 0
         self._outputs: dict[int, list[Step]] | None = None  # made at the first model output compared
         self._last_tool: Step | None = None
         self._retries = 0
         self._run = 0
 
     def _mark(self, steps: list[Step], evidence: list[Step]) -> None:
-        ids = self._repeated_ids
-        if ids is None:
-            ids = self._repeated_ids = set()
+        ids, repeated = self._repeated_ids, self.repeated
+        if ids is None or repeated is None:
+            ids, repeated = self._repeated_ids, self.repeated = set(), []
         for step in steps:
             if step.span_id not in ids:
                 ids.add(step.span_id)
-                self.repeated.append(step)
+                repeated.append(step)
         kept = self._evidence
         if kept is None:
             kept = self._evidence = {}

@@ -17,9 +17,13 @@ class TaskSpecification(Detector):
     code = "FM-1.1"
     Settings = TaskSpecificationSettings
     kinds = frozenset({TOOL, LLM})
+    reusable = True
 
     def __init__(self, settings: TaskSpecificationSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
+        self.begin()
+
+    def begin(self) -> None:
         self.asked = False  # a model call ended its turn (asked the user) since the last confirmed action
         self.found: Finding | None = None
 

@@ -20,13 +20,17 @@ class Termination(Detector):
     code = "FM-1.5"
     Settings = TerminationSettings
     kinds = frozenset({LLM, TOOL, AGENT})  # limits are raised by any of these
+    reusable = True
 
     def __init__(self, settings: TerminationSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
+        self.limit_texts: bool = settings.limit_texts  # read on every final model output
+        self.begin()
+
+    def begin(self) -> None:
         self.found: Finding | None = None
         self.asked: Step | None = None  # the last model call, when it asked for tools
         self.unseen: Step | None = None  # a tool result that came after it, no model call since
-        self.limit_texts: bool = settings.limit_texts  # read on every final model output
 
     def observe(self, step: Step) -> Finding | None:
         kind = step.kind

@@ -19,9 +19,13 @@ class Verification(Detector):
     code = "FM-3.2"
     Settings = VerificationSettings
     kinds = frozenset({TOOL, LLM, AGENT})  # model and agent steps: stopped from outside
+    reusable = True
 
     def __init__(self, settings: VerificationSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
+        self.begin()
+
+    def begin(self) -> None:
         self.change: Step | None = None  # the last change needing a check, not checked since
         self.basis = STRUCTURE
         self.stopped = False  # a limit stopped the run (FM-1.5 explains why nothing was checked)
