@@ -127,7 +127,7 @@ NO_TOKENS: Final = (("input", 0), ("output", 0), ("cache_read", 0), ("cache_writ
 
 def add_tokens(tokens: dict[tuple[str, str], int], model: str, kind: str, n: int) -> None:
     """`n` more tokens of `kind` for `model` in `tokens` (keyed by model and type, as Waste.tokens and verdicts)."""
-    key = (model, kind)
+    key: tuple = (model, kind)  # boxed once (a tuple[str, str] would be boxed again for each dict operation)
     tokens[key] = tokens.get(key, 0) + n
 
 
