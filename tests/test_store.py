@@ -326,6 +326,25 @@ def test_times_are_exact_to_the_nanosecond_and_a_batch_may_span_any_days(tmp_pat
         store.shutdown()
 
 
+def test_times_written_in_c_are_those_of_the_reference() -> None:
+    """_times.c writes what records.seconds_text does for every uint64 (the range of OTLP's fixed64 times), from
+    the edges of its digits; outside it the reference writes them."""
+    import random
+
+    from mastwatch.exporter.store import _times
+    from mastwatch.exporter.store.records import seconds, seconds_text
+
+    edges = [0, 1, 9, 10, 999_999_999, 10**9, 10**9 + 1, 2**63 - 1, 2**63, 2**64 - 1]
+    for ns in [*edges, *(10**k + d for k in range(20) for d in (-1, 0, 1)), *random_times(2000),
+               *(random.randrange(2**64) for _ in range(2000))]:
+        assert _times.seconds_text(ns) == seconds_text(ns), ns
+    for ns in (-1, -(10**9) - 1, 2**64, 2**70):
+        assert _times.seconds_text(ns) is None
+        assert bytes(orjson.dumps(seconds(ns))).decode() == seconds_text(ns)
+    with pytest.raises(TypeError):
+        _times.seconds_text(1.5)  # type: ignore[arg-type]
+
+
 def version_1(verdict: Verdict) -> tuple[int, bytes]:
     """A verdict's queue record as written before version 2: `table<TAB>JSON array` lines, RFC 3339 times."""
     import json
