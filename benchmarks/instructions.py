@@ -5,9 +5,11 @@ machine are not).
 
 Runs itself under `valgrind --tool=cachegrind` once per stage over the requests of benchmarks/traffic.py
 (10-span agent runs, without content or with `--content` 20 kB tool results; decoded up front, ticked as a live
-server ticks at 40,000 spans/s): decoding alone (the baseline), then the processor, then with its Prometheus
-exporter, then with the store's share of the processor's thread too (each verdict's rows encoded and appended to
-the durable queue; chDB's inserts, on the store's own thread, are not counted). Prints decoding's instructions
+server ticks at 40,000 spans/s, with throughput.py's server settings: a trace completes 20 ms after its root, so
+traces complete all through the run, as in a live server, and new ones reuse their detectors): decoding alone (the
+baseline), then the processor, then with its Prometheus exporter, then with the store's share of the processor's
+thread too (each verdict's rows encoded and appended to the durable queue; chDB's inserts, on the store's own
+thread, are not counted). Prints decoding's instructions
 per span (beyond a run that decodes only the warm-up's requests) and each later stage's beyond the stage before.
 `--detectors` runs those failure modes' detectors only (as throughput.py's: what the others cost shows against a
 default run).
@@ -67,7 +69,7 @@ def _run(stage: str, spans: int, content: bool, detectors: list[str] | None = No
         if stage == "store":
             exporters.append(QueuedRows(path))
         enabled = {} if detectors is None else {code: {"enabled": code in detectors} for code in load_detectors()}
-        return Processor(ProcessorConfig(detectors=enabled), exporters, telemetry)
+        return Processor(ProcessorConfig(detectors=enabled, decision_wait=0.02, tick=0.01), exporters, telemetry)
 
     bodies = requests(spans, 500, content=content)
     batches = [decode(body).spans for body in (bodies[:WARM_BATCHES] if stage == "startup" else bodies)]
