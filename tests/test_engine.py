@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from mastwatch.collector.assemble import Trace
-from mastwatch.collector.classify.detector import Detector, SharedState
+from mastwatch.collector.classify.detector import Detector, SharedState, is_reusable
 from mastwatch.collector.classify.detectors import load_detectors
 from mastwatch.collector.classify.engine import ClassifierEngine, TraceFindings, detector_routes
 from mastwatch.collector.config import DetectorSettings, ProcessorConfig
@@ -144,6 +144,24 @@ def test_released_detectors_are_reset_to_new_ones(content: bool) -> None:
             assert state.findings is None
             kept[id(state)] = state
     assert len(kept) == 1  # one run at a time: every trace (classified again too) is given the one set
+
+
+def test_a_subclass_that_does_not_say_it_is_reusable_is_not_reused() -> None:
+    """Every built-in detector is reused; a subclass of one, which may keep state its base's `begin` does not reset,
+    only when it says so itself."""
+    detectors = load_detectors()
+    assert all(is_reusable(cls) for cls in detectors.values())
+
+    class Counting(detectors["FM-1.3"]):  # type: ignore[misc,valid-type]
+        def __init__(self, settings, trace, tools=None) -> None:
+            super().__init__(settings, trace, tools)
+            self.seen = 0
+
+    class Declared(Counting):
+        reusable = True
+
+    assert Counting.reusable and not is_reusable(Counting)
+    assert is_reusable(Declared)
 
 
 @pytest.mark.parametrize("content", [True, False], ids=["content", "no-content"])

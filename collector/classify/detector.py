@@ -6,10 +6,11 @@ return the detector's current finding; a finding returned mid-trace is published
 alerting) and may be revised later. Detectors keep incremental state: `observe` must not rescan the
 trace.
 
-A detector that keeps all of its per-trace state in `begin` (its `__init__` ends by calling it) sets
-`reusable`: the engine then resets finished traces' detectors with `begin` and gives them to new traces
-instead of making new ones (making nine detectors and their state per trace costs more than resetting
-them). What a finding holds is handed out: `begin` makes containers a finding may share anew.
+A detector class that keeps all of its per-trace state in `begin` (its `__init__` ends by calling it) sets
+`reusable` itself: the engine then resets finished traces' detectors with `begin` and gives them to new
+traces instead of making new ones (making nine detectors and their state per trace costs more than
+resetting them). A subclass inherits `begin`, not `reusable`: one that adds state says so again. What a
+finding holds is handed out: `begin` makes containers a finding may share anew.
 
 Modes that no enabled detector covers are reported as not assessed (a judge may cover them later).
 """
@@ -34,7 +35,7 @@ class Detector:
     code: ClassVar[str]
     Settings: ClassVar[type[DetectorSettings]] = DetectorSettings
     kinds: ClassVar[frozenset[StepKind]] = frozenset(StepKind)  # the steps `observe` is given
-    reusable: ClassVar[bool] = False  # `begin` resets all per-trace state: the engine may reuse it for other traces
+    reusable: ClassVar[bool] = False  # `begin` resets all per-trace state (see `reusable`): set by each class
 
     def __init__(self, settings: Any, trace: Trace, tools: ToolClassifier | None = None) -> None:
         self.settings = settings
@@ -62,6 +63,12 @@ class SharedState:
 
     def begin(self) -> None:
         """Forget the trace (as `Detector.begin`: the engine calls it when it reuses the detectors sharing it)."""
+
+
+def is_reusable(cls: type[Detector]) -> bool:
+    """Whether the engine may reuse the class's detectors: `reusable` set by the class itself, not inherited (a
+    subclass may keep state its base's `begin` does not reset)."""
+    return vars(cls).get("reusable") is True
 
 
 S = TypeVar("S", bound=SharedState)

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from ..assemble import Trace
 from ..config import AgentDetectors, DetectorSettings, ToolsConfig
 from ..steps import Finding, Step, StepKind
-from .detector import Detector, SharedState
+from .detector import Detector, SharedState, is_reusable
 from .detectors import load_detectors
 from .modes import MODES
 from .tools import ToolClassifier
@@ -69,7 +69,7 @@ class ClassifierEngine:
         self.tools = ToolClassifier(tools)
         self.not_assessed = self._not_assessed(self.detectors)  # no enabled detector for these, by default
         # by profile + 1 (the defaults first): whether its detectors are all reusable, and its sets kept for reuse
-        self._reusable = [all(cls.reusable for cls, _ in d) for d in (self.detectors, *(d for _, d in self.agents))]
+        self._reusable = [all(is_reusable(cls) for cls, _ in d) for d in (self.detectors, *(d for _, d in self.agents))]
         self._spare: list[list[TraceFindings]] = [[] for _ in self._reusable]
         self._not_assessed_per_agent = [self._not_assessed(detectors) for _, detectors in self.agents]
 

@@ -18,6 +18,7 @@ class ConversationReset(HistoryLoss):
     code = "FM-2.1"
     kinds = frozenset({LLM, TOOL, AGENT})
     resets = True
+    reusable = True  # its own state is reset by its `begin` too
 
     def __init__(self, settings, trace, tools=None) -> None:
         # emptied by `begin` (which HistoryLoss's __init__ calls), never handed out

@@ -11,3 +11,4 @@ from ..progress import EndingDetector
 
 class IncorrectVerification(EndingDetector):
     code = "FM-3.3"
+    reusable = True

@@ -12,3 +12,4 @@ from ..progress import EndingDetector
 
 class PrematureTermination(EndingDetector):
     code = "FM-3.1"
+    reusable = True

@@ -27,7 +27,6 @@ class StepRepetition(Detector):
     code = "FM-1.3"
     Settings = StepRepetitionSettings
     kinds = frozenset({TOOL, LLM, AGENT})  # agent steps: invocations that failed
-
     reusable = True
 
     def __init__(self, settings: StepRepetitionSettings, trace, tools=None) -> None:
