@@ -273,6 +273,7 @@ class ClassifierEngine:
             self._keep(state)
 
     def _keep(self, state: TraceFindings) -> None:
+        """Reset a set of detectors that is done with its trace and keep it for the next new one (if it may be)."""
         spare = self._spare[state.profile + 1]
         if not state.reusable or len(spare) >= SPARE_SETS:
             return
