@@ -14,7 +14,7 @@ from mastwatch.collector.assemble import Trace
 from mastwatch.collector.classify.detector import Detector, SharedState, is_reusable
 from mastwatch.collector.classify.detectors import load_detectors
 from mastwatch.collector.classify.engine import ClassifierEngine, TraceFindings, detector_routes
-from mastwatch.collector.config import DetectorSettings, ProcessorConfig
+from mastwatch.collector.config import AgentDetectors, DetectorSettings, ProcessorConfig
 from mastwatch.collector.content import Content
 from mastwatch.collector.processor import Increment, Processor
 from mastwatch.collector.steps import Step, StepKind
@@ -178,3 +178,31 @@ def test_reused_detectors_give_the_verdicts_new_ones_give(content: bool) -> None
         _classified(processor, run, n * 2000.0)
         assert reused.json[count:] == alone.json, run.run_id
         assert alone.json
+
+
+def test_a_trace_classified_again_with_its_agents_settings_starts_from_fresh_shared_state() -> None:
+    """FM-2.1 alone feeds the prompt sizes until the root names an agent whose settings enable FM-1.4 too: the trace
+    is classified again, and FM-1.4 does not join the sizes already fed (each call would count twice)."""
+    root = Step(b"\x01" * 16, b"\x00" * 7 + b"\x01", b"", StepKind.AGENT, "invoke_agent", 0, 100, "svc",
+                agent="special")
+    calls = []
+    for n, tokens in enumerate((3000, 1400, 1450, 9000, 2000, 2100), start=2):
+        call = Step(b"\x01" * 16, n.to_bytes(8, "big"), root.span_id, StepKind.LLM, "chat", n * 10, n * 10 + 5, "svc",
+                    model="m")
+        call.input_tokens = tokens
+        calls.append(call)
+    engine = ClassifierEngine({"FM-1.4": {"enabled": False}},
+                              agents=[AgentDetectors(match=["special"], detectors={"FM-1.4": {"enabled": True}})])
+    trace = Trace(root.trace_id, 0.0, 0.0)
+    for step in [*calls, root]:
+        trace.add(step, 0.0)
+        engine.observe(trace, step)
+        if step is calls[-1]:
+            before = trace.classifier.detectors[[d.code for d in trace.classifier.detectors].index("FM-2.1")].sizes
+    detectors = {d.code: d for d in trace.classifier.detectors}
+    assert trace.classifier.profile == 0
+    sizes = detectors["FM-1.4"].sizes
+    assert sizes is detectors["FM-2.1"].sizes and sizes is not before  # one state, fresh, shared by the two
+    (series,) = sizes.series.values()
+    assert series.calls == len(calls) - 1  # each call counted once (the first opens the series)
+    assert "FM-1.4" not in engine.finish(trace)
