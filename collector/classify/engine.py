@@ -118,14 +118,34 @@ class ClassifierEngine:
         return self.agents[profile][1], self.agents_routes[profile]
 
     def _new(self, trace: Trace, profile: int, settled: bool) -> TraceFindings:
+        self._equip(profile, [(trace, settled)])
+        state: TraceFindings = trace.classifier
+        return state
+
+    def _equip(self, profile: int, started: list[tuple[Trace, bool]]) -> None:
+        """Give each trace (with whether its root settled the profile) a set of the profile's detectors: a released
+        one while any is kept, else one made. Sets are made one detector class at a time over the traces: its code
+        stays in the instruction cache. (A trace's detectors are still made in order, so state they share is made
+        by the same one as when made one trace at a time.)"""
         spare = self._spare[profile + 1]
-        if spare:
-            return _reuse(spare.pop(), trace, settled)
+        making: list[tuple[Trace, bool]] = []
+        for trace, settled in started:
+            if spare:
+                trace.classifier = _reuse(spare.pop(), trace, settled)
+            else:
+                trace.shared = None  # (classified again: the state the trace's earlier detectors share is theirs)
+                making.append((trace, settled))
+        if not making:
+            return
         enabled, routes = self._enabled_for(profile)
         tools = self.tools
-        trace.shared = None  # (classified again: the state the trace's earlier detectors share is theirs)
-        detectors = [cls(s, trace, tools) for cls, s in enabled]
-        return TraceFindings(detectors, routes, profile, settled, _shared(trace), self._reusable[profile + 1])
+        made: list[list[Detector]] = [[] for _ in making]
+        for cls, settings in enabled:
+            for j, (trace, _) in enumerate(making):
+                made[j].append(cls(settings, trace, tools))
+        reusable = self._reusable[profile + 1]
+        for j, (trace, settled) in enumerate(making):
+            trace.classifier = TraceFindings(made[j], routes, profile, settled, _shared(trace), reusable)
 
     def _again(self, trace: Trace, profile: int, settled: bool) -> TraceFindings:
         """Classify the trace's steps so far again, from the first, with the detectors of `profile`."""
@@ -181,10 +201,8 @@ class ClassifierEngine:
         return changed or ()
 
     def prepare(self, traces: list[Trace]) -> None:
-        """Make the detectors of the traces whose next steps to feed include the first they observe (the processor
-        makes those of a request's new traces before feeding any). One detector class at a time over all the
-        traces: its code stays in the instruction cache. (A trace's detectors are still made in order, so state
-        they share is made by the same one as when made one trace at a time.)"""
+        """Equip with detectors the traces whose next steps to feed include the first they observe (the processor
+        does it for a request's new traces before feeding any), all of a profile's at once (see `_equip`)."""
         new: dict[int, list[tuple[Trace, bool]]] = {}  # by profile: the traces and whether the root settled it
         for trace in traces:
             if trace.classifier is not None:
@@ -199,22 +217,8 @@ class ClassifierEngine:
                         started = new[profile] = []
                     started.append((trace, settled))
                     break
-        tools = self.tools
         for profile, started in new.items():
-            spare = self._spare[profile + 1]
-            while spare and started:
-                trace, settled = started.pop()
-                trace.classifier = _reuse(spare.pop(), trace, settled)
-            if not started:
-                continue
-            enabled, routes = self._enabled_for(profile)
-            reusable = self._reusable[profile + 1]
-            made: list[list[Detector]] = [[] for _ in started]
-            for cls, settings in enabled:
-                for j, (trace, _) in enumerate(started):
-                    made[j].append(cls(settings, trace, tools))
-            for j, (trace, settled) in enumerate(started):
-                trace.classifier = TraceFindings(made[j], routes, profile, settled, _shared(trace), reusable)
+            self._equip(profile, started)
 
     def catch_up(self, trace: Trace) -> bool:
         """Feed the trace's steps assembled since it was last fed, in arrival order; whether a finding is new or
