@@ -1,5 +1,6 @@
-"""Resident memory per buffered span (traces whose root has not ended stay in the assembler), and per queued span
-(decoded requests waiting for the processor).
+"""Resident memory per buffered span (traces whose root has not ended stay in the assembler), per queued span
+(decoded requests waiting for the processor), and per detector set kept for reuse (the default detectors, reset
+when their trace's verdict is out; the engine keeps up to SPARE_SETS per profile).
 
   python benchmarks/memory.py [--spans 200000]
 
@@ -54,6 +55,22 @@ def measure(out, spans: int, content: bool) -> None:
     out.put((buffered, (_rss() - before) / (buffered - 900)))
 
 
+def measure_kept(out) -> None:
+    from mastwatch.collector.assemble import Trace
+    from mastwatch.collector.classify.engine import SPARE_SETS, ClassifierEngine
+
+    engine = ClassifierEngine()
+    traces = [Trace(i.to_bytes(16, "big"), 0.0, 0.0) for i in range(1, SPARE_SETS + 1)]
+    gc.collect()
+    before = _rss()
+    for trace in traces:
+        engine._new(trace, -1, True)
+    for trace in traces:
+        engine.release(trace)
+    gc.collect()
+    out.put((len(engine._spare[0]), (_rss() - before) / len(engine._spare[0])))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--spans", type=int, default=200_000)
@@ -68,6 +85,12 @@ def main() -> None:
             p.join()
             label = "with 20 kB content" if content else "without content"
             print(f"{label:>20}: {per_span:,.0f} bytes resident per {what} span ({n:,} spans {what})")
+    out = ctx.Queue()
+    p = ctx.Process(target=measure_kept, args=(out,))
+    p.start()
+    n, per_set = out.get()
+    p.join()
+    print(f"{'default detectors':>20}: {per_set:,.0f} bytes resident per detector set kept for reuse ({n:,} kept)")
 
 
 if __name__ == "__main__":

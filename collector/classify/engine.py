@@ -27,7 +27,7 @@ from .tools import ToolClassifier
 
 log = logging.getLogger(__name__)
 NO_FINDINGS: Final[dict[str, Finding]] = {}  # the live findings of a trace without any; shared, never changed
-SPARE_SETS: Final = 1024  # reset detector sets kept per settings profile (2.7 kB each with the defaults)
+SPARE_SETS: Final = 1024  # reset detector sets kept per settings profile (2,750 B each with the defaults, memory.py)
 RELEASED: Final = Trace(bytes(16), 0.0, 0.0)  # what a kept detector points at: not the trace it classified
 Routes = list[list[int]]  # by step kind (its value): the positions of the detectors that observe it, in order
 
