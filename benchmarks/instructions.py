@@ -41,7 +41,7 @@ def _run(stage: str, spans: int, content: bool, detectors: list[str] | None = No
     from mastwatch.exporter.store.records import encode
     from mastwatch.service import GC_THRESHOLDS
 
-    from traffic import requests
+    from traffic import SERVER_PROCESSOR, requests
 
     class QueuedRows:
         """The store exporter's work on the processor's thread: rows encoded, appended to the durable queue."""
@@ -69,7 +69,7 @@ def _run(stage: str, spans: int, content: bool, detectors: list[str] | None = No
         if stage == "store":
             exporters.append(QueuedRows(path))
         enabled = {} if detectors is None else {code: {"enabled": code in detectors} for code in load_detectors()}
-        return Processor(ProcessorConfig(detectors=enabled, decision_wait=0.02, tick=0.01), exporters, telemetry)
+        return Processor(ProcessorConfig(detectors=enabled, **SERVER_PROCESSOR), exporters, telemetry)
 
     bodies = requests(spans, 500, content=content)
     batches = [decode(body).spans for body in (bodies[:WARM_BATCHES] if stage == "startup" else bodies)]

@@ -38,7 +38,7 @@ import time
 
 import grpc
 
-from traffic import requests
+from traffic import SERVER_PROCESSOR, requests
 
 WORKERS = int(os.environ.get("BENCH_WORKERS", "4"))
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -124,7 +124,7 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
     else:
         # the run ends when the last trace is classified: a short quiet time keeps the wait for it (latency, not
         # work) out of the throughput (200 ms of it was a seventh of a 200,000-span run)
-        processor: dict = {"decision_wait": "20ms", "tick": "10ms"}
+        processor: dict = dict(SERVER_PROCESSOR)
         if detectors is not None:
             processor["detectors"] = {code: {"enabled": code in detectors} for code in load_detectors()}
         config = load(None, {"receiver": {"grpc": {"endpoint": "127.0.0.1:0", "workers": WORKERS},
