@@ -44,7 +44,7 @@ WORKERS = int(os.environ.get("BENCH_WORKERS", "4"))
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
-def _client(endpoint: str, bodies: list[bytes], cpu: int | None, concurrency: int, ready) -> None:
+def _client(endpoint: str, bodies: list[bytes], cpu: int | None, concurrency: int, ready, refused) -> None:
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     channel = grpc.insecure_channel(endpoint, options=[("grpc.max_send_message_length", 64 << 20)])
@@ -62,6 +62,8 @@ def _client(endpoint: str, bodies: list[bytes], cpu: int | None, concurrency: in
                 except grpc.RpcError as e:
                     if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
                         raise
+                    with refused.get_lock():
+                        refused.value += 1
                     time.sleep(0.005)
 
     threads = [threading.Thread(target=send, args=(c,)) for c in chunks]
@@ -82,6 +84,9 @@ class _DecodeOnly:
         self.spans += len(spans)
         return True
 
+    def admits(self, spans: int, size: int) -> bool:
+        return True
+
 
 def _thread_cpu() -> collections.Counter[str]:
     """CPU seconds of this process's threads by name (a trailing number dropped: the gRPC workers are one)."""
@@ -100,9 +105,10 @@ def _thread_cpu() -> collections.Counter[str]:
 
 
 def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, client_cpu: int | None,
-        concurrency: int, detectors: list[str] | None) -> tuple[float, float, float, dict[str, float]]:
+        concurrency: int, detectors: list[str] | None,
+        queue_spans: int | None) -> tuple[float, float, float, dict[str, float], int]:
     """(spans per wall second, spans per CPU second of the server process, share of its CPU time spent
-    collecting garbage, CPU µs per span of its threads by name)."""
+    collecting garbage, CPU µs per span of its threads by name, requests refused and sent again)."""
     from mastwatch.collector.classify.detectors import load_detectors
     from mastwatch.collector.receiver import GrpcConfig
     from mastwatch.collector.receiver.grpc_server import GrpcReceiver
@@ -125,6 +131,8 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
         # the run ends when the last trace is classified: a short quiet time keeps the wait for it (latency, not
         # work) out of the throughput (200 ms of it was a seventh of a 200,000-span run)
         processor: dict = dict(SERVER_PROCESSOR)
+        if queue_spans is not None:
+            processor["queue_spans"] = queue_spans
         if detectors is not None:
             processor["detectors"] = {code: {"enabled": code in detectors} for code in load_detectors()}
         config = load(None, {"receiver": {"grpc": {"endpoint": "127.0.0.1:0", "workers": WORKERS},
@@ -143,8 +151,9 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
 
         stop = service.stop
     ctx = mp.get_context("spawn")
-    ready = ctx.Event()
-    client = ctx.Process(target=_client, args=(f"127.0.0.1:{port}", bodies, client_cpu, concurrency, ready))
+    ready, refused = ctx.Event(), ctx.Value("i", 0)
+    client = ctx.Process(target=_client, args=(f"127.0.0.1:{port}", bodies, client_cpu, concurrency, ready,
+                                               refused))
     collecting = [0.0, 0.0]  # seconds in collections; when the current one started
 
     def timed(phase: str, info: dict) -> None:
@@ -167,7 +176,7 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
     stop()
     shutil.rmtree(store, ignore_errors=True)
     return (total / elapsed, total / cpu, collecting[0] / cpu,
-            {name: seconds / total * 1e6 for name, seconds in by_thread.most_common() if seconds > 0})
+            {name: seconds / total * 1e6 for name, seconds in by_thread.most_common() if seconds > 0}, refused.value)
 
 
 def _serve(out, *args) -> None:
@@ -182,6 +191,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="turns of the three modes; the best of each counts")
     parser.add_argument("--detectors", help="the failure modes whose detectors run, comma-separated (FM-1.3); "
                                             "default: those enabled by default")
+    parser.add_argument("--queue-spans", type=int, help="the server's queue in spans (processor.queue_spans; "
+                        "default 200,000, all of the client's burst): a smaller one overloads it, and it refuses "
+                        "requests until the client's retries fit")
     parser.add_argument("--content", action="store_true", help="tool results captured (20 kB each)")
     parser.add_argument("--minimal", action="store_true", help="spans with only the attributes mastwatch reads "
                         "(default: also those GenAI instrumentations record besides, see traffic.py)")
@@ -204,16 +216,16 @@ def main() -> None:
         for mode in modes:
             out = ctx.Queue()  # a fresh server process per mode: nothing warm is shared
             server = ctx.Process(target=_serve, args=(out, mode, bodies, total, server_cpu, client_cpu,
-                                                      args.concurrency, detectors))
+                                                      args.concurrency, detectors, args.queue_spans))
             server.start()
-            wall, cpu, gc_share, by_thread = out.get()
+            wall, cpu, gc_share, by_thread, refused = out.get()
             server.join()
             if cpu > results[mode][1]:
                 collecting[mode] = gc_share
             results[mode] = (max(results[mode][0], wall), max(results[mode][1], cpu))
             rounds[-1][mode] = cpu
             print(f"round {round_} {mode:>12}: {wall:>10,.0f} spans/s   {cpu:>10,.0f} spans per server CPU second"
-                  f"   {gc_share:.1%} of it collecting garbage")
+                  f"   {gc_share:.1%} of it collecting garbage" + (f"   {refused} requests refused" if refused else ""))
             print(" " * 22 + "CPU µs per span by thread: " + ", ".join(
                 f"{name} {us:.2f}" for name, us in by_thread.items() if us >= 0.05))
     print(f"best of {args.rounds} rounds:")

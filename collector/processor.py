@@ -124,14 +124,20 @@ class Processor:
         signals backpressure)."""
         n = len(spans)
         with self._queue_lock:
-            # a request larger than the whole queue is taken when the queue is empty, never refused forever
-            if self._stopping or (self._queued_spans and (self._queued_spans + n > self.config.queue_spans or
-                                                          self._queued_bytes + size > self._max_queued_bytes)):
+            if not self.admits(n, size):
                 return False
             self._queued_spans += n
             self._queued_bytes += size
         self._queue.put((spans, size))
         return True
+
+    def admits(self, spans: int, size: int) -> bool:
+        """Whether the queue has room now for a request of `spans` spans and `size` bytes (without the lock: the
+        receiver asks before decoding; `submit` asks again)."""
+        # a request larger than the whole queue is taken when the queue is empty, never refused forever
+        return not self._stopping and not (self._queued_spans and (
+            self._queued_spans + spans > self.config.queue_spans or
+            self._queued_bytes + size > self._max_queued_bytes))
 
     @property
     def queued_spans(self) -> int:

@@ -22,6 +22,7 @@ with and without leaving out unread attributes on spans carrying a 50 kB gen_ai.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import json
 import math
@@ -52,7 +53,14 @@ from mastwatch.collector.content import PREVIEW_CHARS, Content
 from mastwatch.collector.normalize import normalize_span
 from mastwatch.collector.normalize.genai import TOOL_ARGUMENTS
 from mastwatch.collector.receiver import decode as decode_mod
-from mastwatch.collector.receiver.decode import UNREAD_KEYS, UNREAD_PREFIXES, SpanRecord, decode, decode_python
+from mastwatch.collector.receiver.decode import (
+    UNREAD_KEYS,
+    UNREAD_PREFIXES,
+    SpanRecord,
+    count_spans_python,
+    decode,
+    decode_python,
+)
 from tests.otlp_corpus import corpus
 
 FUZZ_ITERATIONS = int(os.environ.get("MASTWATCH_FUZZ_ITERATIONS", "20000"))
@@ -174,7 +182,22 @@ def assert_same(data: bytes, expect_error: bool | None = None) -> Any:
     assert got == want, f"C {got!r:.400} != python {want!r:.400} for {data.hex()}"
     if expect_error is not None:
         assert (want == ERROR) == expect_error, f"decode_python gave {want!r:.200} for {data.hex()}"
+    assert_counted(data)
     return want
+
+
+def assert_counted(data: bytes) -> None:
+    """count_spans (the C reader and the protobuf runtime's) gives the spans a request decodes to, the rejected
+    ones too; where the C reader refuses a request, decoding refuses it too (it reads only the outer framing)."""
+    try:
+        spans, rejected = decode_python(data)
+    except ValueError:
+        with pytest.raises(ValueError):
+            count_spans_python(data)
+        with contextlib.suppress(ValueError):  # it may count a request broken inside a span
+            decode_mod._count_c(data)
+        return
+    assert decode_mod._count_c(data) == count_spans_python(data) == len(spans) + rejected, data.hex()
 
 
 # --- the build ----------------------------------------------------------------------------------

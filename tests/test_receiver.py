@@ -22,6 +22,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from mastwatch.collector.config import ProcessorConfig
 from mastwatch.collector.processor import Processor
 from mastwatch.collector.receiver import GrpcConfig, HttpConfig
+from mastwatch.collector.receiver.decode import decode
 from mastwatch.collector.receiver.grpc_server import METHOD, GrpcReceiver
 from mastwatch.collector.receiver.http_server import OtlpHttpServer
 from mastwatch.collector.receiver.otlp_json import to_json
@@ -192,6 +193,56 @@ def test_queue_is_bounded_by_bytes_too() -> None:
         processor.start()
         processor.shutdown()  # processes what is queued: the queue is empty again
         assert processor.queued_spans == 0
+    finally:
+        grpc_rx.stop()
+        http_rx.stop()
+
+
+def test_a_full_queue_refuses_protobuf_requests_before_decoding_them(monkeypatch) -> None:
+    """An overloaded receiver spends nothing on decoding what it refuses: the spans are counted from the request's
+    framing (received, and rejected as queue_full, a bad id among them too). A request whose framing is broken is
+    still told so, not told to retry."""
+    from mastwatch.collector.receiver import grpc_server, http_server
+
+    decoded: list[int] = []
+
+    def counting_decode(data: bytes):
+        decoded.append(len(data))
+        return decode(data)
+
+    monkeypatch.setattr(grpc_server, "decode", counting_decode)
+    monkeypatch.setattr(http_server, "decode", counting_decode)
+    metrics = PrometheusExporter(PrometheusExporterConfig())
+    telemetry = metrics.self_metrics
+    processor = Processor(ProcessorConfig(queue_spans=10), [_Discard()], telemetry)
+    grpc_rx = GrpcReceiver(GrpcConfig(endpoint="127.0.0.1:0"), processor, telemetry)
+    http_rx = OtlpHttpServer(HttpConfig(endpoint="127.0.0.1:0"), processor, telemetry)
+    grpc_rx.start()
+    http_rx.start()
+    try:
+        url = f"http://127.0.0.1:{http_rx.port}/v1/traces"
+        assert post(url, request_of(8, trace=56).SerializeToString())[0] == 200
+        assert len(decoded) == 1
+        refused = request_of(7, trace=57)
+        refused.resource_spans[0].scope_spans[0].spans[3].span_id = b"short"  # would be rejected as invalid_id
+        refused.resource_spans.append(ResourceSpans(scope_spans=[ScopeSpans(spans=[Span()] * 2), ScopeSpans()]))
+        assert post(url, refused.SerializeToString())[0] == 429
+        with pytest.raises(grpc.RpcError) as err:
+            grpc_export(f"127.0.0.1:{grpc_rx.port}", refused.SerializeToString())
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert len(decoded) == 1  # neither refused request was decoded
+        assert telemetry.rejected.labels("queue_full")._value.get() == 18  # 9 spans twice
+        assert telemetry.rejected.labels("invalid_id")._value.get() == 0
+        assert telemetry.received.labels("http")._value.get() == 8 + 9
+        assert telemetry.received.labels("grpc")._value.get() == 9
+
+        broken = request_of(1, trace=58).SerializeToString()[:-3]  # a length past the end
+        assert post(url, broken)[0] == 400
+        with pytest.raises(grpc.RpcError) as err:
+            grpc_export(f"127.0.0.1:{grpc_rx.port}", broken)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert telemetry.requests_rejected.labels("malformed")._value.get() == 2
+        assert processor.queued_spans == 8
     finally:
         grpc_rx.stop()
         http_rx.stop()

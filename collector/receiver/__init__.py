@@ -4,6 +4,12 @@ Both protocols decode a request into span records (see `decode`), then share `ac
 ids are rejected with a reason in `partial_success`, the rest queued for the processor. A full queue is backpressure:
 gRPC RESOURCE_EXHAUSTED with RetryInfo, HTTP 429 with Retry-After. A malformed request is
 INVALID_ARGUMENT / HTTP 400 and disturbs nothing else.
+
+A protobuf request the queue has no room for is refused before it is decoded (`refused_undecoded`): its spans are
+counted from its framing alone, so an overloaded receiver spends almost nothing on what it refuses, and the spans
+are still counted as received and rejected (`queue_full`; spans with bad ids among them too). A request whose
+framing is broken is decoded, to say what is wrong with it; one broken only inside a span is told so once the queue
+has room. JSON bodies are parsed before the queue is asked.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mastwatch.durations import Duration
 
-from .decode import Decoded, SpanRecord
+from .decode import Decoded, SpanRecord, count_spans
+
+MIN_SPAN_BYTES = 2  # of a serialized request, per span: the field's tag and length (an empty span)
 
 
 class GrpcConfig(BaseModel):
@@ -46,6 +54,7 @@ class ReceiverConfig(BaseModel):
 
 class Sink(Protocol):
     def submit(self, spans: list[SpanRecord], size: int) -> bool: ...  # size: the request's bytes
+    def admits(self, spans: int, size: int) -> bool: ...  # whether submit would take such a request now
 
 
 class Counters(Protocol):
@@ -58,6 +67,23 @@ class Counters(Protocol):
 class Outcome:
     response: ExportTraceServiceResponse | None  # None: refused, the queue is full
     spans: int = 0
+
+
+def refused_undecoded(body: bytes, sink: Sink, counters: Counters, protocol: str) -> bool:
+    """Whether a serialized request is refused before it is decoded: the queue has no room for its spans, counted
+    from the framing (received and rejected as `queue_full`). False when there is room, or when the framing is
+    broken (decoding says how)."""
+    if sink.admits(len(body) // MIN_SPAN_BYTES, len(body)):  # room even if the body were all spans: none counted
+        return False
+    try:
+        spans = count_spans(body)
+    except ValueError:
+        return False
+    if sink.admits(spans, len(body)):
+        return False
+    counters.spans_received(protocol, spans)
+    counters.spans_rejected("queue_full", spans)
+    return True
 
 
 def accept(decoded: Decoded, size: int, sink: Sink, counters: Counters, protocol: str) -> Outcome:

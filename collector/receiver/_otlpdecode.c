@@ -33,6 +33,9 @@
  * (the last key occurrence of the KeyValue, wherever it is) before anything is made of the value, which is
  * then only checked as upb checks it (framing, UTF-8, depth), so what is refused stays the same.
  *
+ * count_spans(data) -> int counts the spans of a request from the framing of its three outer levels only (the
+ * receiver's check for room in its queue before decoding); what it refuses, decode_request refuses too.
+ *
  * Record construction: when record_type is a tuple subclass with 10 _fields (a NamedTuple, which cannot
  * override __new__), the instance is allocated with tp_alloc and filled in place (what tuple.__new__
  * does for a subclass); any other record_type is called with the 10 values.
@@ -1712,6 +1715,70 @@ parse_request(Dec *d, Out *out, cptr p, cptr end)
     return 0;
 }
 
+/* ------------------------------------------------------------ span count ---- */
+
+/* What count_fields counts inside each occurrence of its field; -1 when the framing is broken. */
+typedef Py_ssize_t (*Counter)(Dec *d, cptr p, cptr end);
+
+/* The occurrences of length-delimited field `fn` in [p, end), or what `inner` counts inside them (when not
+ * NULL); -1 when the framing is broken. Other fields are skipped as the parse_* functions skip them. */
+static Py_ssize_t
+count_fields(Dec *d, cptr p, cptr end, uint32_t fn, Counter inner)
+{
+    Py_ssize_t count = 0;
+    while (p < end) {
+        uint32_t tag;
+        Py_ssize_t n;
+        if (!(p = rd_tag(p, end, &tag))) {
+            return -1;
+        }
+        if (tag == ((fn << 3) | 2)) {
+            if (!(p = rd_len(p, end, &n))) {
+                return -1;
+            }
+            Py_ssize_t c = inner ? inner(d, p, p + n) : 1;
+            if (c < 0) {
+                return -1;
+            }
+            count += c;
+            p += n;
+        }
+        else if (!(p = skip_field(d, p, end, tag))) {
+            return -1;
+        }
+    }
+    return count;
+}
+
+static Py_ssize_t
+count_scope_spans(Dec *d, cptr p, cptr end)
+{
+    return count_fields(d, p, end, 2, NULL); /* ScopeSpans.spans */
+}
+
+static Py_ssize_t
+count_resource_spans(Dec *d, cptr p, cptr end)
+{
+    return count_fields(d, p, end, 2, count_scope_spans); /* ResourceSpans.scope_spans */
+}
+
+static PyObject *
+count_spans(PyObject *Py_UNUSED(module), PyObject *data)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    Dec d = {MAX_DEPTH};
+    cptr p = (cptr)view.buf;
+    Py_ssize_t count = count_fields(&d, p, p + view.len, 1, count_resource_spans); /* resource_spans */
+    PyBuffer_Release(&view);
+    if (count < 0) {
+        return fail("malformed request");
+    }
+    return PyLong_FromSsize_t(count);
+}
+
 /* ---------------------------------------------------------------- module ---- */
 
 static int
@@ -1767,6 +1834,10 @@ static PyMethodDef methods[] = {
     {"decode_request", (PyCFunction)(void (*)(void))decode_request, METH_FASTCALL,
      "decode_request(data, record_type) -> (records, rejected): spans of a serialized "
      "ExportTraceServiceRequest; ValueError when it is malformed."},
+    {"count_spans", (PyCFunction)count_spans, METH_O,
+     "count_spans(data) -> int: the spans of a serialized ExportTraceServiceRequest, valid or not, read from the "
+     "framing of the request, its resource spans and scope spans alone (nothing inside a span is read); "
+     "ValueError when that framing is broken."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
      "configure(keys, prefixes, chars[, marks]): span attributes to leave out of the attribute dicts from now on, "
      "by exact key and by key prefix (collections of str), how many characters of a string added from the "

@@ -151,13 +151,31 @@ def decode_python(data: bytes) -> Decoded:
     return records(request)
 
 
+def count_spans_python(data: bytes) -> int:
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(data)
+    except DecodeError as e:
+        raise ValueError(str(e)) from None
+    return sum(len(scope_spans.spans) for resource_spans in request.resource_spans
+               for scope_spans in resource_spans.scope_spans)
+
+
 try:
     from ._otlpdecode import configure as _configure_c
+    from ._otlpdecode import count_spans as _count_c
     from ._otlpdecode import decode_request as _decode_c
 except ImportError:  # not built: the protobuf runtime's path
-    _decode_c = None
+    _decode_c = _count_c = None
 else:
     _configure_c(UNREAD_KEYS, UNREAD_PREFIXES, PREVIEW_CHARS, KEY_MARKS)  # once: matched and marked on the wire
+
+
+def count_spans(data: bytes) -> int:
+    """The spans of a serialized ExportTraceServiceRequest, valid or not, without decoding them (the C decoder
+    reads only the framing around them, a fraction of a percent of decoding's cost); ValueError when that is
+    broken. Every request it refuses, `decode` refuses too."""
+    return count_spans_python(data) if _count_c is None else _count_c(data)
 
 
 def decode(data: bytes) -> Decoded:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from concurrent import futures
+from typing import NoReturn
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
@@ -11,7 +12,7 @@ from google.rpc.error_details_pb2 import RetryInfo
 
 from mastwatch.threads import name_os_thread
 
-from . import Counters, GrpcConfig, Sink, accept
+from . import Counters, GrpcConfig, Sink, accept, refused_undecoded
 from .decode import decode
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,8 @@ class GrpcReceiver:
             raise OSError(f"cannot listen for OTLP/gRPC on {config.endpoint}: {e}") from None
 
     def _export(self, body: bytes, context: grpc.ServicerContext):
+        if refused_undecoded(body, self.sink, self.counters, "grpc"):
+            self._refuse(context)
         try:
             decoded = decode(body)
         except ValueError as e:
@@ -47,9 +50,13 @@ class GrpcReceiver:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {e}")
         outcome = accept(decoded, len(body), self.sink, self.counters, "grpc")
         if outcome.response is None:
-            context.set_trailing_metadata((("google.rpc.retryinfo-bin", self._retry_info),))
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "mastwatch queue is full, retry later")
+            self._refuse(context)
         return outcome.response
+
+    def _refuse(self, context: grpc.ServicerContext) -> NoReturn:
+        """Backpressure: RESOURCE_EXHAUSTED with RetryInfo (raises, as context.abort does)."""
+        context.set_trailing_metadata((("google.rpc.retryinfo-bin", self._retry_info),))
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "mastwatch queue is full, retry later")
 
     def start(self) -> None:
         self.server.start()

@@ -13,7 +13,7 @@ from google.rpc.status_pb2 import Status
 
 from mastwatch.threads import name_os_thread
 
-from . import Counters, HttpConfig, Sink, accept
+from . import Counters, HttpConfig, Sink, accept, refused_undecoded
 from .decode import decode, records
 from .otlp_json import parse_request, to_json
 
@@ -103,6 +103,9 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length)
         try:
             body = _decompress(body, (self.headers.get("Content-Encoding") or "").strip().lower(), srv.limit)
+            if content_type == PROTOBUF and refused_undecoded(body, srv.sink, srv.counters, "http"):
+                self._refuse(reply_type)
+                return
             decoded = records(parse_request(body)) if content_type == JSON else decode(body)
         except _TooLarge:
             srv.counters.request_rejected("too_large")
@@ -114,11 +117,15 @@ class _Handler(BaseHTTPRequestHandler):
             return
         outcome = accept(decoded, len(body), srv.sink, srv.counters, "http")
         if outcome.response is None:
-            self._error(429, GRPC_RESOURCE_EXHAUSTED, "mastwatch queue is full, retry later", reply_type,
-                        {"Retry-After": str(max(round(srv.retry_after), 1))})
+            self._refuse(reply_type)
             return
         body = to_json(outcome.response).encode() if reply_type == JSON else outcome.response.SerializeToString()
         self._reply(200, body, reply_type)
+
+    def _refuse(self, reply_type: str) -> None:
+        """Backpressure: 429 with Retry-After."""
+        self._error(429, GRPC_RESOURCE_EXHAUSTED, "mastwatch queue is full, retry later", reply_type,
+                    {"Retry-After": str(max(round(self.server.retry_after), 1))})
 
     def _linger(self, length: int) -> None:
         """Read and drop a refused body (at most LINGER_BYTES, for LINGER_SECONDS) before closing, so a client
