@@ -9,7 +9,8 @@ exporters); then with its Prometheus exporter (not served); then with the store 
 directory, flushed at the end of each pass: the writer thread's and chDB's CPU count). Each stage's figure is
 process CPU time per span, best of `--passes` passes (the machine may be
 busy); what a stage adds is its figure minus the previous one. Ratios are against decoding, measured in the
-same run. The decoded input is frozen out of garbage collection, whose thresholds are the server's.
+same run. The decoded input is frozen out of garbage collection, whose thresholds are the server's. Last, what
+counting a request's spans costs (how a full queue refuses it before decoding), against decoding it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from mastwatch.collector.classify.engine import ClassifierEngine
 from mastwatch.collector.config import ProcessorConfig
 from mastwatch.collector.normalize import normalize_span
 from mastwatch.collector.processor import Processor
-from mastwatch.collector.receiver.decode import SpanRecord, decode
+from mastwatch.collector.receiver.decode import SpanRecord, count_spans, decode
 from mastwatch.exporter.prometheus import PrometheusExporter, PrometheusExporterConfig
 from mastwatch.exporter.store import StoreConfig, StoreExporter
 from mastwatch.service import GC_THRESHOLDS
@@ -102,6 +103,7 @@ def main() -> None:
               "+ classify": _assemble(batches, ClassifierEngine()), "processor": _process(batches),
               "+ prometheus": _process(batches, prometheus), "+ store": _process(batches, prometheus, store)}
     best = dict.fromkeys(stages, float("inf"))
+    counting = [float("inf")] * 2  # each request's spans counted from its framing (a full queue's refusal): cold, hot
     gc.collect()
     gc.freeze()  # the decoded input is not garbage: collections would walk it again and again
     thresholds = gc.get_threshold()
@@ -111,6 +113,17 @@ def main() -> None:
             started = time.process_time()
             run()
             best[name] = min(best[name], time.process_time() - started)
+        started = time.process_time()
+        for body in bodies:
+            count_spans(body)
+        counting[0] = min(counting[0], time.process_time() - started)
+        hot = 0
+        for body in bodies:
+            count_spans(body)  # in cache, as a request just received is
+            started_ns = time.perf_counter_ns()
+            count_spans(body)
+            hot += time.perf_counter_ns() - started_ns
+        counting[1] = min(counting[1], hot / 1e9)
     gc.set_threshold(*thresholds)
     gc.unfreeze()
     store.shutdown()
@@ -124,6 +137,9 @@ def main() -> None:
         print(f"  {name:>10}: {us:6.2f} µs per span, ratio to decode {us / per_span['decode']:5.2f}{added}")
         previous = name
     print(f"  processor ex. decode: {n / best['processor']:,.0f} spans per CPU second")
+    cold, hot = (seconds * 1e6 / len(bodies) for seconds in counting)
+    print(f"  a request's spans counted from its framing (a full queue's refusal, before decoding): {hot:.1f} µs "
+          f"per request in cache ({cold:.1f} from memory), decoding it {best['decode'] * 1e6 / len(bodies):.0f}")
 
 
 if __name__ == "__main__":
