@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 
 import grpc
 import pytest
@@ -119,6 +121,20 @@ def test_oversized_requests_are_refused(start_server) -> None:
     assert post(server.http_url, request_of(1, trace=41).SerializeToString())[0] == 200
 
 
+@contextlib.contextmanager
+def receivers(processor: Processor, telemetry, grpc_retry_after: float = 1.0) -> Iterator[tuple[str, str]]:
+    """The gRPC and HTTP receivers on free ports, feeding `processor`: (HTTP URL, gRPC endpoint)."""
+    grpc_rx = GrpcReceiver(GrpcConfig(endpoint="127.0.0.1:0"), processor, telemetry, retry_after=grpc_retry_after)
+    http_rx = OtlpHttpServer(HttpConfig(endpoint="127.0.0.1:0"), processor, telemetry, retry_after=1)
+    grpc_rx.start()
+    http_rx.start()
+    try:
+        yield f"http://127.0.0.1:{http_rx.port}/v1/traces", f"127.0.0.1:{grpc_rx.port}"
+    finally:
+        grpc_rx.stop()
+        http_rx.stop()
+
+
 class _Discard:
     def export_increments(self, increments) -> None: ...
     def export_verdicts(self, verdicts, increments) -> None:
@@ -133,24 +149,19 @@ def test_full_queue_is_backpressure_and_clients_retry() -> None:
     telemetry = metrics.self_metrics
     sink = _Discard()
     processor = Processor(ProcessorConfig(queue_spans=10, decision_wait=0.1, tick=0.05), [sink], telemetry)
-    grpc_rx = GrpcReceiver(GrpcConfig(endpoint="127.0.0.1:0"), processor, telemetry, retry_after=0.2)
-    http_rx = OtlpHttpServer(HttpConfig(endpoint="127.0.0.1:0"), processor, telemetry, retry_after=1)
-    grpc_rx.start()
-    http_rx.start()
-    try:
-        url = f"http://127.0.0.1:{http_rx.port}/v1/traces"
+    with receivers(processor, telemetry, grpc_retry_after=0.2) as (url, endpoint):
         assert post(url, request_of(8, trace=50).SerializeToString())[0] == 200
         status, headers, body = post(url, request_of(8, trace=51).SerializeToString())
         assert status == 429 and headers["Retry-After"] == "1"
         assert Status.FromString(body).code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
         with pytest.raises(grpc.RpcError) as err:
-            grpc_export(f"127.0.0.1:{grpc_rx.port}", request_of(8, trace=52).SerializeToString())
+            grpc_export(endpoint, request_of(8, trace=52).SerializeToString())
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         retry = dict(err.value.trailing_metadata())["google.rpc.retryinfo-bin"]
         assert RetryInfo.FromString(retry).retry_delay.ToNanoseconds() == 200_000_000
         assert processor.queued_spans == 8  # bounded: the refused requests took no memory
 
-        tp = provider("grpc", f"127.0.0.1:{grpc_rx.port}")
+        tp = provider("grpc", endpoint)
         tracer = tp.get_tracer("test")
         exported = threading.Thread(target=lambda: _one_run(tracer))
         exported.start()  # refused at first: the SDK exporter backs off and retries
@@ -160,9 +171,6 @@ def test_full_queue_is_backpressure_and_clients_retry() -> None:
         processor.shutdown()
         assert sink.verdicts == 2  # trace 50 and the SDK's run; nothing lost
         assert telemetry.rejected.labels("queue_full")._value.get() > 16  # the SDK was refused, then retried
-    finally:
-        grpc_rx.stop()
-        http_rx.stop()
 
 
 def test_queue_is_bounded_by_bytes_too() -> None:
@@ -171,12 +179,7 @@ def test_queue_is_bounded_by_bytes_too() -> None:
     metrics = PrometheusExporter(PrometheusExporterConfig())
     telemetry = metrics.self_metrics
     processor = Processor(ProcessorConfig(queue_spans=1000, queue_mib=1), [_Discard()], telemetry)
-    grpc_rx = GrpcReceiver(GrpcConfig(endpoint="127.0.0.1:0"), processor, telemetry)
-    http_rx = OtlpHttpServer(HttpConfig(endpoint="127.0.0.1:0"), processor, telemetry)
-    grpc_rx.start()
-    http_rx.start()
-    try:
-        url = f"http://127.0.0.1:{http_rx.port}/v1/traces"
+    with receivers(processor, telemetry) as (url, endpoint):
         large = []
         for trace in (53, 54):
             request = request_of(2, trace=trace)
@@ -186,16 +189,13 @@ def test_queue_is_bounded_by_bytes_too() -> None:
         assert post(url, large[0])[0] == 200  # 0.7 MiB queued: the queue was empty
         assert post(url, large[1])[0] == 429  # 1.4 MiB would be queued, though 4 spans are far below 1,000
         with pytest.raises(grpc.RpcError) as err:
-            grpc_export(f"127.0.0.1:{grpc_rx.port}", large[1])
+            grpc_export(endpoint, large[1])
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert post(url, request_of(2, trace=55).SerializeToString())[0] == 200  # a small request still fits
         assert processor.queued_spans == 4
         processor.start()
         processor.shutdown()  # processes what is queued: the queue is empty again
         assert processor.queued_spans == 0
-    finally:
-        grpc_rx.stop()
-        http_rx.stop()
 
 
 def test_a_full_queue_refuses_protobuf_requests_before_decoding_them(monkeypatch) -> None:
@@ -215,12 +215,7 @@ def test_a_full_queue_refuses_protobuf_requests_before_decoding_them(monkeypatch
     metrics = PrometheusExporter(PrometheusExporterConfig())
     telemetry = metrics.self_metrics
     processor = Processor(ProcessorConfig(queue_spans=10), [_Discard()], telemetry)
-    grpc_rx = GrpcReceiver(GrpcConfig(endpoint="127.0.0.1:0"), processor, telemetry)
-    http_rx = OtlpHttpServer(HttpConfig(endpoint="127.0.0.1:0"), processor, telemetry)
-    grpc_rx.start()
-    http_rx.start()
-    try:
-        url = f"http://127.0.0.1:{http_rx.port}/v1/traces"
+    with receivers(processor, telemetry) as (url, endpoint):
         assert post(url, request_of(8, trace=56).SerializeToString())[0] == 200
         assert len(decoded) == 1
         refused = request_of(7, trace=57)
@@ -228,7 +223,7 @@ def test_a_full_queue_refuses_protobuf_requests_before_decoding_them(monkeypatch
         refused.resource_spans.append(ResourceSpans(scope_spans=[ScopeSpans(spans=[Span()] * 2), ScopeSpans()]))
         assert post(url, refused.SerializeToString())[0] == 429
         with pytest.raises(grpc.RpcError) as err:
-            grpc_export(f"127.0.0.1:{grpc_rx.port}", refused.SerializeToString())
+            grpc_export(endpoint, refused.SerializeToString())
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert len(decoded) == 1  # neither refused request was decoded
         assert telemetry.rejected.labels("queue_full")._value.get() == 18  # 9 spans twice
@@ -239,13 +234,10 @@ def test_a_full_queue_refuses_protobuf_requests_before_decoding_them(monkeypatch
         broken = request_of(1, trace=58).SerializeToString()[:-3]  # a length past the end
         assert post(url, broken)[0] == 400
         with pytest.raises(grpc.RpcError) as err:
-            grpc_export(f"127.0.0.1:{grpc_rx.port}", broken)
+            grpc_export(endpoint, broken)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert telemetry.requests_rejected.labels("malformed")._value.get() == 2
         assert processor.queued_spans == 8
-    finally:
-        grpc_rx.stop()
-        http_rx.stop()
 
 
 def _one_run(tracer) -> None:

@@ -142,22 +142,21 @@ def records(request: ExportTraceServiceRequest) -> Decoded:
     return Decoded(spans, rejected)
 
 
-def decode_python(data: bytes) -> Decoded:
+def _parsed(data: bytes) -> ExportTraceServiceRequest:
     request = ExportTraceServiceRequest()
     try:
         request.ParseFromString(data)
     except DecodeError as e:
         raise ValueError(str(e)) from None
-    return records(request)
+    return request
+
+
+def decode_python(data: bytes) -> Decoded:
+    return records(_parsed(data))
 
 
 def count_spans_python(data: bytes) -> int:
-    request = ExportTraceServiceRequest()
-    try:
-        request.ParseFromString(data)
-    except DecodeError as e:
-        raise ValueError(str(e)) from None
-    return sum(len(scope_spans.spans) for resource_spans in request.resource_spans
+    return sum(len(scope_spans.spans) for resource_spans in _parsed(data).resource_spans
                for scope_spans in resource_spans.scope_spans)
 
 
