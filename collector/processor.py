@@ -23,7 +23,7 @@ from .classify.modes import MODES, FailureMode
 from .config import ProcessorConfig
 from .normalize import normalize_span
 from .receiver.decode import SpanRecord
-from .spend import Waste, add_tokens, price, usd_total
+from .spend import Waste, add_tokens, load_prices, price, usd_total
 from .steps import Finding, Step
 from .telemetry import NullTelemetry
 from .verdict import Verdict
@@ -101,6 +101,7 @@ class Processor:
         self.judge = judge
         self.exporters = list(exporters)
         self.telemetry = telemetry = telemetry or NullTelemetry()
+        load_prices()
         self.engine = ClassifierEngine(config.detectors, on_detector_error=telemetry.detector_failed,
                                        tools=config.tools, agents=config.agents)
         self.assembler = TraceAssembler(

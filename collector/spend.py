@@ -5,6 +5,7 @@ each token type once and those rates are applied per trace; models with tiered (
 are priced call by call. Unknown models: tokens are counted, the cost is 0 and the call counts as unpriced.
 What a lookup found is kept for the process (every processor shares it, a replay's or an evaluation's too), for
 at most `MODELS_KEPT` names: they come from untrusted spans, and distinct ones must not grow memory without end.
+genai-prices' price data is loaded when a processor is made (`load_prices`), not by the first trace priced.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from genai_prices import Usage, calc_price
+from genai_prices.data_snapshot import get_snapshot
 from genai_prices.types import TieredPrices
 
 from .steps import LLM, Step, ended_by
@@ -45,6 +47,12 @@ class _Model:
     rates: Rates | None  # None: tiered, price each call
     model_ref: str
     provider: str | None
+
+
+def load_prices() -> None:
+    """Load genai-prices' bundled price data (tens of milliseconds, once per process) now: otherwise the first
+    lookup loads it, on the processor's thread while traces wait."""
+    get_snapshot()
 
 
 def _lookup(model: str, provider: str | None) -> _Model | None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -138,3 +140,15 @@ def test_model_lookups_are_bounded() -> None:
     assert spend._resolve.cache_info().misses == misses + 1
     assert spend.price("gpt-4.1-mini", "openai", [llm(100, 10)]) == pytest.approx(
         reference("gpt-4.1-mini", "openai", llm(100, 10)), abs=1e-12)
+
+
+def test_a_new_processor_has_the_price_data_loaded() -> None:
+    """genai-prices loads its data on first use: a processor loads it when made, not on its thread when the first
+    trace is priced (a fresh interpreter: this one's tests have loaded it already)."""
+    code = ("from genai_prices import data_snapshot\n"
+            "from mastwatch.collector.config import ProcessorConfig\n"
+            "from mastwatch.collector.processor import Processor\n"
+            "assert data_snapshot._bundled_snapshot.cache_info().currsize == 0\n"
+            "Processor(ProcessorConfig(), [])\n"
+            "assert data_snapshot._bundled_snapshot.cache_info().currsize == 1\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
