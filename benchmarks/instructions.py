@@ -1,7 +1,7 @@
 """Instructions the processor's thread executes per span, counted by valgrind (steady where timings on a shared
 machine are not).
 
-  python benchmarks/instructions.py [--spans 20000] [--content] [--detectors FM-1.3,...]
+  python benchmarks/instructions.py [--spans 20000] [--content] [--detectors FM-1.3,...] [--semconv]
 
 Runs itself under `valgrind --tool=cachegrind` once per stage over the requests of benchmarks/traffic.py
 (10-span agent runs, without content or with `--content` 20 kB tool results; decoded up front, ticked as a live
@@ -12,7 +12,8 @@ thread too (each verdict's rows encoded and appended to the durable queue; chDB'
 thread, are not counted). Prints decoding's instructions
 per span (beyond a run that decodes only the warm-up's requests) and each later stage's beyond the stage before.
 `--detectors` runs those failure modes' detectors only (as throughput.py's: what the others cost shows against a
-default run).
+default run). Spans carry only the attributes mastwatch reads (throughput.py's `--minimal`); with `--semconv` also
+those GenAI instrumentations record besides, as throughput.py sends by default.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ STAGES = ("startup", "decode", "processor", "prometheus", "store")
 WARM_BATCHES = 4  # decoded in every stage, the startup one too: the warm-up processor's traffic
 
 
-def _run(stage: str, spans: int, content: bool, detectors: list[str] | None = None) -> None:
+def _run(stage: str, spans: int, content: bool, detectors: list[str] | None = None, semconv: bool = False) -> None:
     """One stage, in this process (what valgrind counts)."""
     from mastwatch.collector.classify.detectors import load_detectors
     from mastwatch.collector.config import ProcessorConfig
@@ -71,7 +72,7 @@ def _run(stage: str, spans: int, content: bool, detectors: list[str] | None = No
         enabled = {} if detectors is None else {code: {"enabled": code in detectors} for code in load_detectors()}
         return Processor(ProcessorConfig(detectors=enabled, **SERVER_PROCESSOR), exporters, telemetry)
 
-    bodies = requests(spans, 500, content=content)
+    bodies = requests(spans, 500, content=content, semconv=semconv)
     batches = [decode(body).spans for body in (bodies[:WARM_BATCHES] if stage == "startup" else bodies)]
     with tempfile.TemporaryDirectory() as warm_path, tempfile.TemporaryDirectory() as path:
         warm = processor(warm_path)  # prices looked up, modules loaded: one-time costs left out of every stage
@@ -97,11 +98,13 @@ def main() -> None:
     parser.add_argument("--content", action="store_true", help="tool results captured (20 kB each)")
     parser.add_argument("--detectors", help="the failure modes whose detectors run, comma-separated (FM-1.3); "
                                             "default: those enabled by default")
+    parser.add_argument("--semconv", action="store_true", help="spans with the attributes instrumentations record "
+                        "besides those mastwatch reads (throughput.py's default)")
     parser.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)  # the run valgrind counts
     args = parser.parse_args()
     detectors = args.detectors.split(",") if args.detectors else None
     if args.stage:
-        _run(args.stage, args.spans, args.content, detectors)
+        _run(args.stage, args.spans, args.content, detectors, args.semconv)
         return
     counts = {}
     for stage in STAGES:
@@ -109,13 +112,15 @@ def main() -> None:
             done = subprocess.run(
                 ["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out.name}",
                  sys.executable, __file__, "--stage", stage, "--spans", str(args.spans),
-                 *(["--content"] if args.content else []), *(["--detectors", args.detectors] if detectors else [])],
+                 *(["--content"] if args.content else []), *(["--detectors", args.detectors] if detectors else []),
+                 *(["--semconv"] if args.semconv else [])],
                 capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=True)
         counts[stage] = int(re.search(r"I\s+refs:\s+([\d,]+)", done.stderr).group(1).replace(",", ""))
     decoding = (counts["decode"] - counts["startup"]) / (args.spans - WARM_BATCHES * 500)
     total = (counts["store"] - counts["decode"]) / args.spans
     print(f"instructions per span over {args.spans} spans (10-span traces, content {'on' if args.content else 'off'}, "
-          f"detectors: {args.detectors or 'the defaults'}):")
+          f"detectors: {args.detectors or 'the defaults'}; attributes: "
+          f"{'as instrumentations send' if args.semconv else 'minimal'}):")
     print(f"  {'decode':>10}: {decoding:9,.0f}  (the baseline: protobuf to span records, no gRPC)")
     for before, stage in itertools.pairwise(STAGES[1:]):
         print(f"  {stage:>10}: {(counts[stage] - counts[before]) / args.spans:9,.0f}")
