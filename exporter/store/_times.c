@@ -1,6 +1,6 @@
 /* The store's times as the text of a JSON number: seconds since the epoch with nine decimals (records.seconds). In
- * Python the two int-to-str conversions, the slice and the join cost about 1,600 instructions per time, three times
- * per verdict; here, digits written into a buffer. */
+ * Python it took two int-to-str conversions, a slice and a join, three times per verdict; here, digits written into a
+ * buffer. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
