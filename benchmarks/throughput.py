@@ -12,10 +12,9 @@ attributes, an SDK's resource and scope), or with `--minimal` only the attribute
                                   [--minimal]
 
 Prints spans/s (by wall clock, and per CPU second of the server process: the steadier figure on a shared machine)
-end to end (checked by the receiver, then decoded, normalised, assembled, classified, priced, counted in Prometheus
-and written to the chDB store), the same without the store, spans/s of the decode-only receiver (the same gRPC
-receiver, decoding each request whole with the same decoder and dropping it: it does not check requests first),
-the share of the server's CPU time spent collecting garbage (timed with gc.callbacks),
+end to end (decoded, normalised, assembled, classified, priced, counted in Prometheus and written to the chDB
+store), the same without the store, spans/s of the decode-only receiver (the same gRPC receiver and decoder,
+dropping what it decodes), the share of the server's CPU time spent collecting garbage (timed with gc.callbacks),
 the server's CPU per span by thread (from /proc: the processor, the store's writer, the gRPC workers, chDB's
 threads), and the ratios. The modes take turns for `--rounds` rounds, each in a fresh server process; the ratios are
 of each mode's best round (a shared machine only ever slows a run down), and within each round (modes run seconds
@@ -75,27 +74,18 @@ def _client(endpoint: str, bodies: list[bytes], cpu: int | None, concurrency: in
     channel.close()
 
 
-def _decode_only_receiver(config):
-    """The same gRPC receiver (server, threads, options), decoding each request whole with the same decoder and
-    dropping it: the baseline. (The service's receiver only checks a request, and its processor decodes it.)"""
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+class _DecodeOnly:
+    """A sink that takes every decoded, validated request and drops it: the receiver's own cost."""
 
-    from mastwatch.collector.receiver.decode import decode
-    from mastwatch.collector.receiver.grpc_server import GrpcReceiver
+    def __init__(self) -> None:
+        self.spans = 0
 
-    class DecodeOnly(GrpcReceiver):
-        def __init__(self) -> None:
-            super().__init__(config, sink=None, counters=None)  # type: ignore[arg-type]
-            self.spans = 0
-            self._lock = threading.Lock()
+    def submit(self, spans: list, size: int) -> bool:
+        self.spans += len(spans)
+        return True
 
-        def _export(self, body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
-            spans = len(decode(body).spans)
-            with self._lock:
-                self.spans += spans
-            return ExportTraceServiceResponse()
-
-    return DecodeOnly()
+    def admits(self, spans: int, size: int) -> bool:
+        return True
 
 
 def _thread_cpu() -> collections.Counter[str]:
@@ -121,6 +111,7 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
     collecting garbage, CPU µs per span of its threads by name, requests refused and sent again)."""
     from mastwatch.collector.classify.detectors import load_detectors
     from mastwatch.collector.receiver import GrpcConfig
+    from mastwatch.collector.receiver.grpc_server import GrpcReceiver
     from mastwatch.config import load
     from mastwatch.service import GC_THRESHOLDS, Service
 
@@ -129,9 +120,12 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
     store = tempfile.mkdtemp(prefix="mastwatch-bench-")
     if mode == "decode-only":
         gc.set_threshold(*GC_THRESHOLDS)  # as the server sets them: garbage collection costs both the same
-        receiver = _decode_only_receiver(GrpcConfig(endpoint="127.0.0.1:0", workers=WORKERS))
+        sink = _DecodeOnly()
+        counters = type("C", (), {"spans_received": lambda *a: None, "spans_rejected": lambda *a: None,
+                                  "request_rejected": lambda *a: None})()
+        receiver = GrpcReceiver(GrpcConfig(endpoint="127.0.0.1:0", workers=WORKERS), sink, counters)
         receiver.start()
-        port, done = receiver.port, lambda: receiver.spans >= total
+        port, done = receiver.port, lambda: sink.spans >= total
         stop = receiver.stop
     else:
         # the run ends when the last trace is classified: a short quiet time keeps the wait for it (latency, not

@@ -1,11 +1,8 @@
 """The mastwatch processor: normalise spans to steps, assemble traces, classify them as steps arrive,
 price the spend, and hand increments (live findings) and verdicts to the exporters.
 
-One thread owns all of this state. Receivers only check requests and enqueue them, still serialized; a bounded
-queue (counted in spans and in bytes) between them gives backpressure instead of unbounded memory. The processor
-decodes each request `CHUNK_SPANS` spans at a time and takes each chunk through normalisation, assembly and
-classification while the objects decoding made are still in the CPU's cache: decoded whole, a request of a few
-hundred spans makes more than a core's L2 cache holds, and the processor read it back from memory.
+One thread owns all of this state. Receivers only validate and enqueue; a bounded queue (counted in
+spans) between them gives backpressure instead of unbounded memory.
 """
 
 from __future__ import annotations
@@ -25,14 +22,13 @@ from .classify.engine import NO_FINDINGS, ClassifierEngine
 from .classify.modes import MODES, FailureMode
 from .config import ProcessorConfig
 from .normalize import normalize_span
-from .receiver.decode import SpanRecord, decode_chunks
+from .receiver.decode import SpanRecord
 from .spend import Waste, add_tokens, load_prices, price, usd_total
 from .steps import Finding, Step
 from .telemetry import NullTelemetry
 from .verdict import Verdict
 
 log = logging.getLogger(__name__)
-CHUNK_SPANS: Final = 64  # of a request, decoded and processed at a time (see the module docstring)
 
 
 class Published:
@@ -113,7 +109,7 @@ class Processor:
             max_spans=config.max_spans_per_trace, max_traces=config.max_traces,
             max_buffered_spans=config.max_buffered_spans,
             late_span_memory=config.late_span_memory, on_complete=self._complete)
-        self._queue: queue.SimpleQueue[tuple[bytes, int] | None] = queue.SimpleQueue()  # requests, valid spans
+        self._queue: queue.SimpleQueue[tuple[list[SpanRecord], int] | None] = queue.SimpleQueue()
         self._queued_spans = 0
         self._queued_bytes = 0
         self._max_queued_bytes = config.queue_mib << 20
@@ -123,16 +119,17 @@ class Processor:
         self._late_reported = 0
 
     # --- receiving side (any thread) ---
-    def submit(self, body: bytes, spans: int) -> bool:
-        """Queue a serialized request that `decode.check` found well formed, with its valid spans; False when the
-        queue is full, in spans or in bytes (the caller signals backpressure)."""
-        size = len(body)
+    def submit(self, spans: list[SpanRecord], size: int) -> bool:
+        """Queue the spans of one request of `size` bytes (what its decoded spans take grows with it: content
+        captured is kept whole until normalised); False when the queue is full, in spans or in bytes (the caller
+        signals backpressure)."""
+        n = len(spans)
         with self._queue_lock:
-            if not self.admits(spans, size):
+            if not self.admits(n, size):
                 return False
-            self._queued_spans += spans
+            self._queued_spans += n
             self._queued_bytes += size
-        self._queue.put((body, spans))
+        self._queue.put((spans, size))
         return True
 
     def admits(self, spans: int, size: int) -> bool:
@@ -171,18 +168,18 @@ class Processor:
             try:
                 request = self._queue.get(timeout=max(next_tick - time.monotonic(), 0.0))
             except queue.Empty:
-                request = (b"", 0)  # time to tick
+                request = ([], 0)  # time to tick
             if request is None:
                 break
-            body, spans = request
+            spans, size = request
             if spans:
                 try:
-                    self.process_request(body)
+                    self.process(spans)
                 except Exception:
-                    log.exception("processing a request failed; its spans not yet processed are lost")
+                    log.exception("processing a request failed; its spans are lost")
                 with self._queue_lock:
-                    self._queued_spans -= spans
-                    self._queued_bytes -= len(body)
+                    self._queued_spans -= len(spans)
+                    self._queued_bytes -= size
             now = time.monotonic()
             if now >= next_tick:
                 self.tick(now)
@@ -190,13 +187,6 @@ class Processor:
         self.drain()
 
     # --- processing (processor thread, or directly for replay) ---
-    def process_request(self, body: bytes, now: float | None = None) -> None:
-        """Decode and process a serialized request that `decode.check` found well formed, a chunk at a time (its
-        spans with bad ids are left out, as the receiver reported)."""
-        for spans in decode_chunks(body, CHUNK_SPANS):
-            if spans:
-                self.process(spans, now)
-
     def process(self, spans: list[SpanRecord], now: float | None = None) -> None:
         """Normalise, assemble and classify one request's spans. The traces whose findings changed are published
         once each, after the request (a loop's repeats in one request are one increment, not one each)."""

@@ -24,7 +24,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from mastwatch.collector.config import ProcessorConfig
 from mastwatch.collector.processor import Processor
 from mastwatch.collector.receiver import GrpcConfig, HttpConfig
-from mastwatch.collector.receiver.decode import check
+from mastwatch.collector.receiver.decode import decode
 from mastwatch.collector.receiver.grpc_server import METHOD, GrpcReceiver
 from mastwatch.collector.receiver.http_server import OtlpHttpServer
 from mastwatch.collector.receiver.otlp_json import to_json
@@ -198,26 +198,26 @@ def test_queue_is_bounded_by_bytes_too() -> None:
         assert processor.queued_spans == 0
 
 
-def test_a_full_queue_refuses_protobuf_requests_before_reading_their_spans(monkeypatch) -> None:
-    """An overloaded receiver spends nothing on checking the spans of what it refuses: they are counted from the
-    request's framing (received, and rejected as queue_full, a bad id among them too). A request whose framing is
-    broken is still told so, not told to retry."""
+def test_a_full_queue_refuses_protobuf_requests_before_decoding_them(monkeypatch) -> None:
+    """An overloaded receiver spends nothing on decoding what it refuses: the spans are counted from the request's
+    framing (received, and rejected as queue_full, a bad id among them too). A request whose framing is broken is
+    still told so, not told to retry."""
     from mastwatch.collector.receiver import grpc_server, http_server
 
-    checked: list[int] = []
+    decoded: list[int] = []
 
-    def counting_check(data: bytes):
-        checked.append(len(data))
-        return check(data)
+    def counting_decode(data: bytes):
+        decoded.append(len(data))
+        return decode(data)
 
-    monkeypatch.setattr(grpc_server, "check", counting_check)
-    monkeypatch.setattr(http_server, "check", counting_check)
+    monkeypatch.setattr(grpc_server, "decode", counting_decode)
+    monkeypatch.setattr(http_server, "decode", counting_decode)
     metrics = PrometheusExporter(PrometheusExporterConfig())
     telemetry = metrics.self_metrics
     processor = Processor(ProcessorConfig(queue_spans=10), [_Discard()], telemetry)
     with receivers(processor, telemetry) as (url, endpoint):
         assert post(url, request_of(8, trace=56).SerializeToString())[0] == 200
-        assert len(checked) == 1
+        assert len(decoded) == 1
         refused = request_of(7, trace=57)
         refused.resource_spans[0].scope_spans[0].spans[3].span_id = b"short"  # would be rejected as invalid_id
         refused.resource_spans.append(ResourceSpans(scope_spans=[ScopeSpans(spans=[Span()] * 2), ScopeSpans()]))
@@ -225,7 +225,7 @@ def test_a_full_queue_refuses_protobuf_requests_before_reading_their_spans(monke
         with pytest.raises(grpc.RpcError) as err:
             grpc_export(endpoint, refused.SerializeToString())
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert len(checked) == 1  # neither refused request was checked
+        assert len(decoded) == 1  # neither refused request was decoded
         assert telemetry.rejected.labels("queue_full")._value.get() == 18  # 9 spans twice
         assert telemetry.rejected.labels("invalid_id")._value.get() == 0
         assert telemetry.received.labels("http")._value.get() == 8 + 9

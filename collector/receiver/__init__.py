@@ -1,16 +1,15 @@
 """The OTLP receiver: gRPC (TraceService/Export) and HTTP (POST /v1/traces), per the OTLP specification.
 
-Both protocols check a serialized request (`decode.check`: every field read and checked as decoding would, nothing
-made of it), then share `accept`: spans with bad ids are rejected with a reason in `partial_success`, and the request
-is queued, still serialized, for the processor, which decodes it a chunk of spans at a time and uses each chunk while
-it is in the CPU's cache. A full queue is backpressure: gRPC RESOURCE_EXHAUSTED with RetryInfo, HTTP 429 with
-Retry-After. A malformed request is INVALID_ARGUMENT / HTTP 400 and disturbs nothing else.
+Both protocols decode a request into span records (see `decode`), then share `accept`: spans with bad
+ids are rejected with a reason in `partial_success`, the rest queued for the processor. A full queue is backpressure:
+gRPC RESOURCE_EXHAUSTED with RetryInfo, HTTP 429 with Retry-After. A malformed request is
+INVALID_ARGUMENT / HTTP 400 and disturbs nothing else.
 
-A protobuf request the queue has no room for is refused before it is checked (`refused_unchecked`): its spans are
+A protobuf request the queue has no room for is refused before it is decoded (`refused_undecoded`): its spans are
 counted from its framing alone, so an overloaded receiver spends almost nothing on what it refuses, and the spans
 are still counted as received and rejected (`queue_full`; spans with bad ids among them too). A request whose
-framing is broken is checked, to say what is wrong with it; one broken only inside a span is told so once the queue
-has room. JSON bodies are parsed before the queue is asked, and queued as protobuf.
+framing is broken is decoded, to say what is wrong with it; one broken only inside a span is told so once the queue
+has room. JSON bodies are parsed before the queue is asked.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mastwatch.durations import Duration
 
-from .decode import count_spans
+from .decode import Decoded, SpanRecord, count_spans
 
 MIN_SPAN_BYTES = 2  # of a serialized request, per span: the field's tag and length (an empty span)
 
@@ -54,7 +53,7 @@ class ReceiverConfig(BaseModel):
 
 
 class Sink(Protocol):
-    def submit(self, body: bytes, spans: int) -> bool: ...  # a checked request and its valid spans
+    def submit(self, spans: list[SpanRecord], size: int) -> bool: ...  # size: the request's bytes
     def admits(self, spans: int, size: int) -> bool: ...  # whether submit would take such a request now
 
 
@@ -70,10 +69,10 @@ class Outcome:
     spans: int = 0
 
 
-def refused_unchecked(body: bytes, sink: Sink, counters: Counters, protocol: str) -> bool:
-    """Whether a serialized request is refused before it is checked: the queue has no room for its spans, counted
+def refused_undecoded(body: bytes, sink: Sink, counters: Counters, protocol: str) -> bool:
+    """Whether a serialized request is refused before it is decoded: the queue has no room for its spans, counted
     from the framing (received and rejected as `queue_full`). False when there is room, or when the framing is
-    broken (checking says how)."""
+    broken (decoding says how)."""
     if sink.admits(len(body) // MIN_SPAN_BYTES, len(body)):  # room even if the body were all spans: none counted
         return False
     try:
@@ -87,20 +86,20 @@ def refused_unchecked(body: bytes, sink: Sink, counters: Counters, protocol: str
     return True
 
 
-def accept(body: bytes, checked: tuple[int, int], sink: Sink, counters: Counters, protocol: str) -> Outcome:
-    """Queue a serialized request (decompressed) whose valid and rejected spans `decode.check` counted; report the
-    rejected ones in partial_success."""
-    spans, rejected = checked
-    counters.spans_received(protocol, spans + rejected)
+def accept(decoded: Decoded, size: int, sink: Sink, counters: Counters, protocol: str) -> Outcome:
+    """Queue a decoded request's valid spans (`size`: the request's bytes, decompressed); report the invalid ones in
+    partial_success."""
+    spans, rejected = decoded
+    counters.spans_received(protocol, len(spans) + rejected)
     if rejected:
         counters.spans_rejected("invalid_id", rejected)
-    if spans and not sink.submit(body, spans):
-        counters.spans_rejected("queue_full", spans)
-        return Outcome(None, spans)
+    if spans and not sink.submit(spans, size):
+        counters.spans_rejected("queue_full", len(spans))
+        return Outcome(None, len(spans))
     response = ExportTraceServiceResponse()
     if rejected:
         response.partial_success.CopyFrom(ExportTracePartialSuccess(
             rejected_spans=rejected,
             error_message=f"{rejected} span(s) rejected: trace_id must be 16 bytes (not all zero), "
                           "span_id and parent_span_id 8 bytes"))
-    return Outcome(response, spans)
+    return Outcome(response, len(spans))

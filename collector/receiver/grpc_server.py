@@ -12,8 +12,8 @@ from google.rpc.error_details_pb2 import RetryInfo
 
 from mastwatch.threads import name_os_thread
 
-from . import Counters, GrpcConfig, Sink, accept, refused_unchecked
-from .decode import check
+from . import Counters, GrpcConfig, Sink, accept, refused_undecoded
+from .decode import decode
 
 log = logging.getLogger(__name__)
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -41,14 +41,14 @@ class GrpcReceiver:
             raise OSError(f"cannot listen for OTLP/gRPC on {config.endpoint}: {e}") from None
 
     def _export(self, body: bytes, context: grpc.ServicerContext):
-        if refused_unchecked(body, self.sink, self.counters, "grpc"):
+        if refused_undecoded(body, self.sink, self.counters, "grpc"):
             self._refuse(context)
         try:
-            checked = check(body)
+            decoded = decode(body)
         except ValueError as e:
             self.counters.request_rejected("malformed")
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {e}")
-        outcome = accept(body, checked, self.sink, self.counters, "grpc")
+        outcome = accept(decoded, len(body), self.sink, self.counters, "grpc")
         if outcome.response is None:
             self._refuse(context)
         return outcome.response

@@ -13,8 +13,8 @@ from google.rpc.status_pb2 import Status
 
 from mastwatch.threads import name_os_thread
 
-from . import Counters, HttpConfig, Sink, accept, refused_unchecked
-from .decode import check
+from . import Counters, HttpConfig, Sink, accept, refused_undecoded
+from .decode import decode, records
 from .otlp_json import parse_request, to_json
 
 log = logging.getLogger(__name__)
@@ -103,12 +103,10 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length)
         try:
             body = _decompress(body, (self.headers.get("Content-Encoding") or "").strip().lower(), srv.limit)
-            if content_type == PROTOBUF and refused_unchecked(body, srv.sink, srv.counters, "http"):
+            if content_type == PROTOBUF and refused_undecoded(body, srv.sink, srv.counters, "http"):
                 self._refuse(reply_type)
                 return
-            if content_type == JSON:
-                body = parse_request(body).SerializeToString()
-            checked = check(body)
+            decoded = records(parse_request(body)) if content_type == JSON else decode(body)
         except _TooLarge:
             srv.counters.request_rejected("too_large")
             self._error(413, GRPC_INVALID_ARGUMENT, f"decompressed body exceeds {srv.limit} bytes", reply_type)
@@ -117,7 +115,7 @@ class _Handler(BaseHTTPRequestHandler):
             srv.counters.request_rejected("malformed")
             self._error(400, GRPC_INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {e}", reply_type)
             return
-        outcome = accept(body, checked, srv.sink, srv.counters, "http")
+        outcome = accept(decoded, len(body), srv.sink, srv.counters, "http")
         if outcome.response is None:
             self._refuse(reply_type)
             return
