@@ -59,7 +59,6 @@ from mastwatch.collector.receiver.decode import (
     SpanRecord,
     count_spans_python,
     decode,
-    decode_chunks,
     decode_python,
 )
 from tests.otlp_corpus import corpus
@@ -174,11 +173,6 @@ def outcome(fn: Callable[[bytes], Any], data: bytes) -> Any:
         spans, rejected = fn(data)
     except ValueError:
         return ERROR
-    return shown(spans, rejected)
-
-
-def shown(spans: list, rejected: int) -> Any:
-    """Records and a rejected count, comparable (NaN equal to NaN)."""
     return [(type(r).__name__, canon(tuple(r))) for r in spans], canon(rejected)
 
 
@@ -189,7 +183,6 @@ def assert_same(data: bytes, expect_error: bool | None = None) -> Any:
     if expect_error is not None:
         assert (want == ERROR) == expect_error, f"decode_python gave {want!r:.200} for {data.hex()}"
     assert_counted(data)
-    assert_checked(data)
     return want
 
 
@@ -205,29 +198,6 @@ def assert_counted(data: bytes) -> None:
             decode_mod._count_c(data)
         return
     assert decode_mod._count_c(data) == count_spans_python(data) == len(spans) + rejected, data.hex()
-
-
-def assert_checked(data: bytes) -> None:
-    """check_request refuses what decoding refuses and counts what it gives; the request decoded a few spans at a
-    time, from each chunk's cursor, gives the same records."""
-    try:
-        spans, rejected = decode_python(data)
-    except ValueError:
-        with pytest.raises(ValueError):
-            decode_mod._check_c(data)
-        with pytest.raises(ValueError):
-            for _ in decode_chunks(data, 2):
-                pass
-        return
-    assert decode_mod._check_c(data) == (len(spans), rejected), data.hex()
-    want = outcome(decode_python, data)
-    for limit in (1, 2, 3):
-        chunks = list(decode_chunks(data, limit))
-        assert shown([r for chunk in chunks for r in chunk], rejected) == want, (limit, data.hex())
-        assert all(len(chunk) <= limit for chunk in chunks)
-    whole = max(len(spans) + rejected, 1)  # a limit of every span: one chunk, nothing left
-    records, rejected_, cursor = decode_mod._decode_c(data, SpanRecord, None, whole)
-    assert (shown(records, rejected_), cursor) == (want, None), data.hex()
 
 
 # --- the build ----------------------------------------------------------------------------------
@@ -782,25 +752,6 @@ def test_not_bytes() -> None:
         decode_mod._decode_c(data)  # type: ignore[call-arg]
 
 
-def test_chunks_go_on_from_their_cursor_and_a_bad_cursor_is_refused() -> None:
-    bad_parent = b"\x22\x03bad"  # parent_span_id of 3 bytes: rejected
-    data = request(span_bytes(), span_bytes(bad_parent), span_bytes(),
-                   resource=service_resource(AnyValue(string_value="svc")))
-    first, rejected, cursor = decode_mod._decode_c(data, SpanRecord, None, 2)
-    assert (len(first), rejected) == (1, 1) and cursor is not None
-    rest, rejected, end = decode_mod._decode_c(data, SpanRecord, cursor, 2)
-    assert (len(rest), rejected, end) == (1, 0, None) and rest[0].service == "svc"
-    for bad in ((0, 0, len(data) + 1), (5, 2, 9), (-1, 0, 0), (0, 0, 3), (0, 2, 2)):
-        with pytest.raises(ValueError):
-            decode_mod._decode_c(data, SpanRecord, bad, 2)
-    for bad_limit in (0, -1):
-        with pytest.raises(ValueError):
-            decode_mod._decode_c(data, SpanRecord, None, bad_limit)
-    for at in range(1, len(data)):  # a cursor inside a field: refused or read as what is there, within the data
-        with contextlib.suppress(ValueError):
-            decode_mod._decode_c(data, SpanRecord, (0, 2, max(at, 2)), 2)
-
-
 def test_other_record_types() -> None:
     class Other(NamedTuple):
         a: Any
@@ -816,9 +767,9 @@ def test_other_record_types() -> None:
 
     data = request(span_bytes(), attr_span(kv("k", AnyValue(int_value=1))), resource=service_resource(None))
     want = [tuple(r) for r in decode_python(data).spans]
-    spans, _, _ = decode_mod._decode_c(data, Other)
+    spans, _ = decode_mod._decode_c(data, Other)
     assert all(type(r) is Other for r in spans) and [tuple(r) for r in spans] == want
-    spans, _, _ = decode_mod._decode_c(data, lambda *a: ("made", *a))
+    spans, _ = decode_mod._decode_c(data, lambda *a: ("made", *a))
     assert [r[1:] for r in spans] == want and all(r[0] == "made" for r in spans)
 
     def boom(*_: Any) -> None:

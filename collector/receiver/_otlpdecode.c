@@ -1,7 +1,7 @@
 /*
  * _otlpdecode: serialized OTLP ExportTraceServiceRequest -> span records, straight from the wire.
  *
- * decode_request(data, record_type) -> (records, rejected, None) gives exactly what decode.decode_python(data)
+ * decode_request(data, record_type) -> (records, rejected) gives exactly what decode.decode_python(data)
  * gives (the protobuf runtime, upb): records are record_type(service, trace_id, span_id, parent_span_id,
  * name, start_ns, end_ns, status_code, attributes, key_marks) in wire order, spans with invalid ids are
  * counted and left out, and input that upb refuses raises ValueError. key_marks: the OR of the marks
@@ -32,15 +32,6 @@
  * as decode_python leaves them out too) are not put in the attribute dict. The key is matched on its raw bytes
  * (the last key occurrence of the KeyValue, wherever it is) before anything is made of the value, which is
  * then only checked as upb checks it (framing, UTF-8, depth), so what is refused stays the same.
- *
- * decode_request(data, record_type, cursor, limit) reads at most `limit` spans (valid or not) from the cursor (None:
- * the start) and returns the cursor to go on from (None: the end was reached): a tuple of the offsets of the tags
- * of the resource spans, scope spans and span to start at. The request's chunks decoded so, in turn, give its
- * records and rejected spans. The receiver checks a request (check_request) and the processor decodes it a chunk at
- * a time, each chunk's records used while they are in the CPU's cache.
- *
- * check_request(data) -> (spans, rejected) reads and checks all that decode_request does, without making anything:
- * what it refuses, decode_request refuses, and it counts the records and rejected spans decoding would give.
  *
  * count_spans(data) -> int counts the spans of a request from the framing of its three outer levels only (the
  * receiver's check for room in its queue before decoding); what it refuses, decode_request refuses too.
@@ -393,15 +384,12 @@ skip_group(Dec *d, cptr p, cptr end, uint32_t fn)
 
 /* ------------------------------------------------------ validation only ---- */
 
-/* Messages whose contents are only checked: field kinds by field number (1..16). The span and the levels
- * above it are checked so only by check_request (decode_request reads them). */
-enum { M_ANY, M_ARRAY, M_KVLIST, M_KV, M_ENTITYREF, M_SCOPE, M_EVENT, M_LINK, M_STATUS, M_RESOURCE, M_SPAN,
-       M_COUNT };
+/* Messages whose contents are only checked: field kinds by field number (1..8). */
+enum { M_ANY, M_ARRAY, M_KVLIST, M_KV, M_ENTITYREF, M_SCOPE, M_EVENT, M_LINK, M_STATUS, M_COUNT };
 #define F_STR 1
 #define F_MSG(t) (2 + (t))
-#define VSPEC_FIELDS 17
 
-static const unsigned char VSPEC[M_COUNT][VSPEC_FIELDS] = {
+static const unsigned char VSPEC[M_COUNT][9] = {
     [M_ANY] = {0, F_STR, 0, 0, 0, F_MSG(M_ARRAY), F_MSG(M_KVLIST), 0, 0},
     [M_ARRAY] = {0, F_MSG(M_ANY)},
     [M_KVLIST] = {0, F_MSG(M_KV)},
@@ -411,10 +399,6 @@ static const unsigned char VSPEC[M_COUNT][VSPEC_FIELDS] = {
     [M_EVENT] = {0, 0, F_STR, F_MSG(M_KV)},
     [M_LINK] = {0, 0, 0, F_STR, F_MSG(M_KV)},
     [M_STATUS] = {0, 0, F_STR},
-    [M_RESOURCE] = {0, F_MSG(M_KV), 0, F_MSG(M_ENTITYREF)},
-    /* trace_state, name, attributes, events, links, status (the ids are bytes: read by check_span) */
-    [M_SPAN] = {[3] = F_STR, [5] = F_STR, [9] = F_MSG(M_KV), [11] = F_MSG(M_EVENT), [13] = F_MSG(M_LINK),
-                [15] = F_MSG(M_STATUS)},
 };
 
 static cptr
@@ -430,7 +414,7 @@ check_msg(Dec *d, int type, cptr p, cptr end)
             return NULL;
         }
         uint32_t fn = tag >> 3;
-        int kind = ((tag & 7) == 2 && fn < VSPEC_FIELDS) ? VSPEC[type][fn] : 0;
+        int kind = ((tag & 7) == 2 && fn < 9) ? VSPEC[type][fn] : 0;
         if (kind) {
             Py_ssize_t n;
             p = rd_len(p, end, &n);
@@ -1150,10 +1134,6 @@ typedef struct {
     int fast_record;       /* record_type is a NamedTuple: fill a tp_alloc'd instance */
     PyObject *trace_ids[ID_SLOTS]; /* see shared_id */
     PyObject *parent_ids[ID_SLOTS];
-    Py_ssize_t limit;      /* spans (valid or not) to read in this call, then stop */
-    Py_ssize_t read;       /* spans read so far */
-    cptr rs, ss;           /* the tags of the resource spans and the scope spans being read */
-    cptr stop[3];          /* where reading stopped: rs, ss and the tag of the next span (see decode_request) */
 } Out;
 
 /* Ids repeat within a request: the spans of a trace share its trace id, siblings their parent's span id, and a
@@ -1385,22 +1365,6 @@ make_record(Out *out, PyObject **items)
     return PyObject_Vectorcall(out->record_type, items, RECORD_FIELDS, NULL);
 }
 
-/* Whether a span's ids (the last occurrence of each) are valid: a trace id of 16 bytes, not all zero, a span id
- * of 8, a parent span id of 8 or none. */
-static inline int
-ids_valid(cptr trace_id, Py_ssize_t trace_len, Py_ssize_t span_len, Py_ssize_t parent_len)
-{
-    if (trace_len != 16 || span_len != 8 || (parent_len != 0 && parent_len != 8)) {
-        return 0;
-    }
-    for (int i = 0; i < 16; i++) {
-        if (trace_id[i]) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* A Span (contents in [p, end)). */
 static int
 parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
@@ -1550,7 +1514,17 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
     }
     d->depth++;
 
-    if (!ids_valid(trace_id, trace_len, span_len, parent_len)) {
+    int valid = trace_len == 16 && span_len == 8 && (parent_len == 0 || parent_len == 8);
+    if (valid) {
+        valid = 0;
+        for (int i = 0; i < 16; i++) {
+            if (trace_id[i]) {
+                valid = 1;
+                break;
+            }
+        }
+    }
+    if (!valid) {
         out->rejected++;
         Py_XDECREF(name);
         Py_DECREF(attrs);
@@ -1600,33 +1574,21 @@ error:
     return -1;
 }
 
-/* ScopeSpans (contents in [p, end)), from the span whose tag is at `from` when not NULL (its fields before were
- * read by an earlier call). 1: stopped before a span, out->limit spans read (out->stop says where). */
+/* ScopeSpans (contents in [p, end)). */
 static int
-parse_scope_spans(Dec *d, Out *out, PyObject *service, cptr p, cptr end, cptr from)
+parse_scope_spans(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
 {
     if (--d->depth < 0) {
         fail("nesting too deep");
         return -1;
     }
-    if (from) {
-        p = from;
-    }
     while (p < end) {
         uint32_t tag;
         Py_ssize_t n;
-        cptr at = p;
         if (!(p = rd_tag(p, end, &tag))) {
             return -1;
         }
         if (tag == ((2 << 3) | 2)) {
-            if (out->read == out->limit) {
-                out->stop[0] = out->rs;
-                out->stop[1] = out->ss;
-                out->stop[2] = at;
-                return 1;
-            }
-            out->read++;
             if (!(p = rd_len(p, end, &n)) || parse_span(d, out, service, p, p + n) < 0) {
                 return -1;
             }
@@ -1652,11 +1614,9 @@ parse_scope_spans(Dec *d, Out *out, PyObject *service, cptr p, cptr end, cptr fr
     return 0;
 }
 
-/* ResourceSpans (contents in [p, end)): the resource first (it may follow the spans on the wire). Its scope spans
- * from the one whose tag is at `from_ss`, and in that one from the span at `from_span`, when not NULL. 1: stopped
- * (see parse_scope_spans). */
+/* ResourceSpans (contents in [p, end)): the resource first (it may follow the spans on the wire). */
 static int
-parse_resource_spans(Dec *d, Out *out, cptr p, cptr end, cptr from_ss, cptr from_span)
+parse_resource_spans(Dec *d, Out *out, cptr p, cptr end)
 {
     PyObject *service_value = NULL;
     PyObject *service = NULL;
@@ -1705,14 +1665,9 @@ parse_resource_spans(Dec *d, Out *out, cptr p, cptr end, cptr from_ss, cptr from
         Py_INCREF(service);
     }
     /* Second pass: every tag and length was checked by the first. */
-    if (from_ss && (from_ss < begin || from_ss >= end)) {
-        fail("cursor out of its resource spans");
-        goto error;
-    }
-    for (p = from_ss ? from_ss : begin; p < end;) {
+    for (p = begin; p < end;) {
         uint32_t tag = 0;
         Py_ssize_t n = 0;
-        cptr at = p;
         if (!(p = rd_tag(p, end, &tag))) {
             goto error;
         }
@@ -1720,18 +1675,8 @@ parse_resource_spans(Dec *d, Out *out, cptr p, cptr end, cptr from_ss, cptr from
             if (!(p = rd_len(p, end, &n))) {
                 goto error;
             }
-            if (tag == ((2 << 3) | 2)) {
-                cptr from = at == from_ss ? from_span : NULL;
-                if (from && (from < p || from >= p + n)) {
-                    fail("cursor out of its scope spans");
-                    goto error;
-                }
-                out->ss = at;
-                int r = parse_scope_spans(d, out, service, p, p + n, from);
-                if (r != 0) {
-                    Py_DECREF(service);
-                    return r;
-                }
+            if (tag == ((2 << 3) | 2) && parse_scope_spans(d, out, service, p, p + n) < 0) {
+                goto error;
             }
             p += n;
         }
@@ -1748,28 +1693,18 @@ error:
     return -1;
 }
 
-/* The request from the resource spans whose tag is at p (the first: the request's start), and in it from the
- * scope spans and span at `from` (NULLs: the start). 1: stopped (see parse_scope_spans). */
 static int
-parse_request(Dec *d, Out *out, cptr p, cptr end, const cptr from[2])
+parse_request(Dec *d, Out *out, cptr p, cptr end)
 {
-    cptr from_ss = from[0], from_span = from[1];
     while (p < end) {
         uint32_t tag;
         Py_ssize_t n;
-        cptr at = p;
         if (!(p = rd_tag(p, end, &tag))) {
             return -1;
         }
         if (tag == ((1 << 3) | 2)) {
-            if (!(p = rd_len(p, end, &n))) {
+            if (!(p = rd_len(p, end, &n)) || parse_resource_spans(d, out, p, p + n) < 0) {
                 return -1;
-            }
-            out->rs = at;
-            int r = parse_resource_spans(d, out, p, p + n, from_ss, from_span);
-            from_ss = from_span = NULL;
-            if (r != 0) {
-                return r;
             }
             p += n;
         }
@@ -1778,189 +1713,6 @@ parse_request(Dec *d, Out *out, cptr p, cptr end, const cptr from[2])
         }
     }
     return 0;
-}
-
-/* ------------------------------------------------------------- checking ---- */
-
-/* What check_request finds: the spans decode_request would give, and those it would leave out (bad ids). */
-typedef struct {
-    Py_ssize_t spans;
-    Py_ssize_t rejected;
-} Tally;
-
-/* A Span, checked as parse_span reads it (check_msg's kinds for all but the ids), and tallied. */
-static int
-check_span(Dec *d, Tally *t, cptr p, cptr end)
-{
-    cptr trace_id = NULL;
-    Py_ssize_t trace_len = 0, span_len = 0, parent_len = 0;
-    if (--d->depth < 0) {
-        fail("nesting too deep");
-        return -1;
-    }
-    while (p < end) {
-        uint32_t tag;
-        Py_ssize_t n;
-        if (!(p = rd_tag(p, end, &tag))) {
-            return -1;
-        }
-        uint32_t fn = tag >> 3;
-        int id = (tag & 7) == 2 && (fn == 1 || fn == 2 || fn == 4);
-        int kind = ((tag & 7) == 2 && fn < VSPEC_FIELDS) ? VSPEC[M_SPAN][fn] : 0;
-        if (!id && !kind) {
-            if (!(p = skip_field(d, p, end, tag))) {
-                return -1;
-            }
-            continue;
-        }
-        if (!(p = rd_len(p, end, &n))) {
-            return -1;
-        }
-        if (fn == 1) {
-            trace_id = p;
-            trace_len = n;
-        }
-        else if (fn == 2) {
-            span_len = n;
-        }
-        else if (fn == 4) {
-            parent_len = n;
-        }
-        else if (kind == F_STR) {
-            if (!utf8_valid(p, n)) {
-                fail("invalid UTF-8 in a string field");
-                return -1;
-            }
-        }
-        else if (kind && !check_msg(d, kind - 2, p, p + n)) {
-            return -1;
-        }
-        p += n;
-    }
-    d->depth++;
-    if (ids_valid(trace_id, trace_len, span_len, parent_len)) {
-        t->spans++;
-    }
-    else {
-        t->rejected++;
-    }
-    return 0;
-}
-
-/* ScopeSpans, checked as parse_scope_spans reads it. */
-static int
-check_scope_spans(Dec *d, Tally *t, cptr p, cptr end)
-{
-    if (--d->depth < 0) {
-        fail("nesting too deep");
-        return -1;
-    }
-    while (p < end) {
-        uint32_t tag;
-        Py_ssize_t n;
-        if (!(p = rd_tag(p, end, &tag))) {
-            return -1;
-        }
-        if (tag == ((2 << 3) | 2)) {
-            if (!(p = rd_len(p, end, &n)) || check_span(d, t, p, p + n) < 0) {
-                return -1;
-            }
-            p += n;
-        }
-        else if (tag == ((1 << 3) | 2)) {
-            if (!(p = rd_len(p, end, &n)) || !check_msg(d, M_SCOPE, p, p + n)) {
-                return -1;
-            }
-            p += n;
-        }
-        else if (tag == ((3 << 3) | 2)) { /* schema_url */
-            cptr s;
-            if (!(p = rd_str(p, end, &s, &n))) {
-                return -1;
-            }
-        }
-        else if (!(p = skip_field(d, p, end, tag))) {
-            return -1;
-        }
-    }
-    d->depth++;
-    return 0;
-}
-
-/* ResourceSpans, checked as parse_resource_spans reads it. */
-static int
-check_resource_spans(Dec *d, Tally *t, cptr p, cptr end)
-{
-    if (--d->depth < 0) {
-        fail("nesting too deep");
-        return -1;
-    }
-    while (p < end) {
-        uint32_t tag;
-        Py_ssize_t n;
-        if (!(p = rd_tag(p, end, &tag))) {
-            return -1;
-        }
-        if (tag == ((2 << 3) | 2)) {
-            if (!(p = rd_len(p, end, &n)) || check_scope_spans(d, t, p, p + n) < 0) {
-                return -1;
-            }
-            p += n;
-        }
-        else if (tag == ((1 << 3) | 2)) {
-            if (!(p = rd_len(p, end, &n)) || !check_msg(d, M_RESOURCE, p, p + n)) {
-                return -1;
-            }
-            p += n;
-        }
-        else if (tag == ((3 << 3) | 2)) { /* schema_url */
-            cptr s;
-            if (!(p = rd_str(p, end, &s, &n))) {
-                return -1;
-            }
-        }
-        else if (!(p = skip_field(d, p, end, tag))) {
-            return -1;
-        }
-    }
-    d->depth++;
-    return 0;
-}
-
-static PyObject *
-check_request(PyObject *Py_UNUSED(module), PyObject *data)
-{
-    Py_buffer view;
-    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
-        return NULL;
-    }
-    Dec d = {MAX_DEPTH};
-    Tally t = {0, 0};
-    cptr p = (cptr)view.buf, end = p + view.len;
-    int ok = 1;
-    while (ok && p < end) {
-        uint32_t tag;
-        Py_ssize_t n;
-        if (!(p = rd_tag(p, end, &tag))) {
-            ok = 0;
-        }
-        else if (tag == ((1 << 3) | 2)) {
-            if (!(p = rd_len(p, end, &n)) || check_resource_spans(&d, &t, p, p + n) < 0) {
-                ok = 0;
-            }
-            else {
-                p += n;
-            }
-        }
-        else if (!(p = skip_field(&d, p, end, tag))) {
-            ok = 0;
-        }
-    }
-    PyBuffer_Release(&view);
-    if (!ok) {
-        return fail("malformed request");
-    }
-    return Py_BuildValue("(nn)", t.spans, t.rejected);
 }
 
 /* ------------------------------------------------------------ span count ---- */
@@ -2048,48 +1800,22 @@ is_record_namedtuple(PyObject *t)
 static PyObject *
 decode_request(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 && nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "decode_request(data, record_type[, cursor, limit]) takes 2 or 4 arguments");
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "decode_request(data, record_type) takes 2 arguments");
         return NULL;
-    }
-    Py_ssize_t at[3] = {0, 0, 0}; /* the cursor: offsets of the resource spans, scope spans and span to start at */
-    Py_ssize_t limit = PY_SSIZE_T_MAX;
-    if (nargs == 4) {
-        if (args[2] != Py_None && !PyArg_ParseTuple(args[2], "nnn", &at[0], &at[1], &at[2])) {
-            return NULL;
-        }
-        limit = PyLong_AsSsize_t(args[3]);
-        if (limit == -1 && PyErr_Occurred()) {
-            return NULL;
-        }
-        if (limit < 1) {
-            PyErr_SetString(PyExc_ValueError, "limit must be at least 1");
-            return NULL;
-        }
     }
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
-    if (at[0] < 0 || at[0] > at[1] || at[1] > at[2] || at[2] > view.len || (at[2] && at[1] == at[0])) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "cursor out of the request");
-        return NULL;
-    }
-    Out out = {PyList_New(0), 0, args[1], 0, {NULL}, {NULL}, limit, 0, NULL, NULL, {NULL}};
+    Out out = {PyList_New(0), 0, args[1], 0, {NULL}, {NULL}};
     PyObject *result = NULL;
     if (out.records) {
         out.fast_record = is_record_namedtuple(args[1]);
         Dec d = {MAX_DEPTH};
         cptr p = (cptr)view.buf;
-        const cptr from[2] = {at[2] ? p + at[1] : NULL, at[2] ? p + at[2] : NULL};
-        int r = parse_request(&d, &out, p + at[0], p + view.len, from);
-        if (r == 0) {
-            result = Py_BuildValue("(OnO)", out.records, out.rejected, Py_None);
-        }
-        else if (r == 1) {
-            result = Py_BuildValue("(On(nnn))", out.records, out.rejected, out.stop[0] - p, out.stop[1] - p,
-                                   out.stop[2] - p);
+        if (parse_request(&d, &out, p, p + view.len) == 0) {
+            result = Py_BuildValue("(On)", out.records, out.rejected);
         }
         else {
             fail("malformed request");
@@ -2106,12 +1832,8 @@ decode_request(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
 
 static PyMethodDef methods[] = {
     {"decode_request", (PyCFunction)(void (*)(void))decode_request, METH_FASTCALL,
-     "decode_request(data, record_type[, cursor, limit]) -> (records, rejected, cursor): spans of a serialized "
-     "ExportTraceServiceRequest; ValueError when it is malformed. With a limit, at most that many spans (valid or "
-     "not) are read, from the cursor (None: the start); the cursor returned says where to go on (None: done)."},
-    {"check_request", (PyCFunction)check_request, METH_O,
-     "check_request(data) -> (spans, rejected): what decode_request(data) gives as (len(records), rejected), or "
-     "the ValueError it raises, without making any record: every field is checked as decoding checks it."},
+     "decode_request(data, record_type) -> (records, rejected): spans of a serialized "
+     "ExportTraceServiceRequest; ValueError when it is malformed."},
     {"count_spans", (PyCFunction)count_spans, METH_O,
      "count_spans(data) -> int: the spans of a serialized ExportTraceServiceRequest, valid or not, read from the "
      "framing of the request, its resource spans and scope spans alone (nothing inside a span is read); "

@@ -23,7 +23,6 @@ framing, UTF-8, nesting), so nothing is made of them and the same requests are r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from google.protobuf.message import DecodeError
@@ -156,23 +155,17 @@ def decode_python(data: bytes) -> Decoded:
     return records(_parsed(data))
 
 
-def check_python(data: bytes) -> tuple[int, int]:
-    spans, rejected = decode_python(data)
-    return len(spans), rejected
-
-
 def count_spans_python(data: bytes) -> int:
     return sum(len(scope_spans.spans) for resource_spans in _parsed(data).resource_spans
                for scope_spans in resource_spans.scope_spans)
 
 
 try:
-    from ._otlpdecode import check_request as _check_c
     from ._otlpdecode import configure as _configure_c
     from ._otlpdecode import count_spans as _count_c
     from ._otlpdecode import decode_request as _decode_c
 except ImportError:  # not built: the protobuf runtime's path
-    _decode_c = _count_c = _check_c = None
+    _decode_c = _count_c = None
 else:
     _configure_c(UNREAD_KEYS, UNREAD_PREFIXES, PREVIEW_CHARS, KEY_MARKS)  # once: matched and marked on the wire
 
@@ -188,27 +181,5 @@ def decode(data: bytes) -> Decoded:
     """Decode a serialized ExportTraceServiceRequest; ValueError when it is malformed."""
     if _decode_c is None:
         return decode_python(data)
-    spans, rejected, _ = _decode_c(data, SpanRecord)
+    spans, rejected = _decode_c(data, SpanRecord)
     return Decoded(spans, rejected)
-
-
-def check(data: bytes) -> tuple[int, int]:
-    """(spans, rejected): what `decode` gives as (len(spans), rejected), or the ValueError it raises, without
-    decoding (the C decoder reads and checks every field, making nothing)."""
-    return check_python(data) if _check_c is None else _check_c(data)
-
-
-def decode_chunks(data: bytes, spans: int) -> Iterator[list[SpanRecord]]:
-    """The valid spans of a serialized request, `spans` spans (valid or not) decoded at a time; ValueError when it
-    is malformed (after the chunks before)."""
-    if _decode_c is None:
-        records = decode_python(data).spans
-        for i in range(0, len(records), spans):
-            yield records[i:i + spans]
-        return
-    cursor = None
-    while True:
-        records, _, cursor = _decode_c(data, SpanRecord, cursor, spans)
-        yield records
-        if cursor is None:
-            return
