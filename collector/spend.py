@@ -4,13 +4,13 @@ Prices are looked up once per model: for models with flat prices the library is 
 each token type once and those rates are applied per trace; models with tiered (context-length) prices
 are priced call by call. Unknown models: tokens are counted, the cost is 0 and the call counts as unpriced.
 What a lookup found is kept for the process (every processor shares it, a replay's or an evaluation's too), for
-at most `MODELS_KEPT` names: they come from untrusted spans, and distinct ones must not grow memory without end.
+at most `MODELS_KEPT` names (they come from untrusted spans, and distinct ones must not grow memory without end:
+when that many are kept, they are dropped and looked up again as they come).
 genai-prices' price data is loaded when a processor is made (`load_prices`), not by the first trace priced.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 from dataclasses import dataclass
 from typing import Final
@@ -23,7 +23,7 @@ from .steps import LLM, Step, ended_by
 
 log = logging.getLogger(__name__)
 MTOK: Final = 1_000_000
-MODELS_KEPT: Final = 4096  # (model, provider) lookups kept; past this the least recently used is dropped
+MODELS_KEPT: Final = 4096  # (model, provider) lookups kept; past this all are dropped
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +90,19 @@ def _lookup(model: str, provider: str | None) -> _Model | None:
         per_call=float(base.total_price)), model, provider)
 
 
-_resolve: Final = functools.lru_cache(maxsize=MODELS_KEPT)(_lookup)
+_RESOLVED: Final[dict[tuple, _Model | None]] = {}  # (model, provider) -> what _lookup found; a plain dict: an
+# lru_cache hit took about 2,000 instructions, called through Python
+_NOT_LOOKED_UP: Final = _Model(None, "", None)
+
+
+def _resolve(model: str, provider: str | None) -> _Model | None:
+    key: tuple = (model, provider)
+    known = _RESOLVED.get(key, _NOT_LOOKED_UP)
+    if known is _NOT_LOOKED_UP:
+        if len(_RESOLVED) >= MODELS_KEPT:
+            _RESOLVED.clear()
+        known = _RESOLVED[key] = _lookup(model, provider)
+    return known
 
 
 def price(model: str | None, provider: str | None, steps: list[Step]) -> float | None:

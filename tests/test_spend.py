@@ -128,16 +128,15 @@ def test_waste_is_incremental() -> None:
 
 
 def test_model_lookups_are_bounded() -> None:
-    """Model names come from spans: a stream of distinct ones keeps the last MODELS_KEPT lookups only."""
+    """Model names come from spans: a stream of distinct ones keeps at most MODELS_KEPT lookups."""
     names = [f"no-such-model-{i}" for i in range(spend.MODELS_KEPT + 10)]
     for name in names:
         assert spend.price(name, None, [llm(100, 10)]) is None
-    assert spend._resolve.cache_info().currsize == spend.MODELS_KEPT
-    misses = spend._resolve.cache_info().misses
-    spend.price(names[-1], None, [llm(100, 10)])  # kept
-    assert spend._resolve.cache_info().misses == misses
-    spend.price(names[0], None, [llm(100, 10)])  # dropped: looked up again
-    assert spend._resolve.cache_info().misses == misses + 1
+        assert len(spend._RESOLVED) <= spend.MODELS_KEPT
+    assert (names[-1], None) in spend._RESOLVED  # kept
+    assert (names[0], None) not in spend._RESOLVED  # dropped: looked up again when it comes
+    spend.price(names[0], None, [llm(100, 10)])
+    assert (names[0], None) in spend._RESOLVED
     assert spend.price("gpt-4.1-mini", "openai", [llm(100, 10)]) == pytest.approx(
         reference("gpt-4.1-mini", "openai", llm(100, 10)), abs=1e-12)
 
