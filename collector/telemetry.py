@@ -8,6 +8,8 @@ from __future__ import annotations
 
 class NullTelemetry:
     def __getattr__(self, name: str):
+        # kept on the instance: later calls find it at once, not after a failed lookup (thousands of instructions)
+        self.__dict__[name] = _ignore
         return _ignore
 
 
