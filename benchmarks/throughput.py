@@ -126,10 +126,11 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
         receiver = GrpcReceiver(GrpcConfig(endpoint="127.0.0.1:0", workers=WORKERS), sink, counters)
         receiver.start()
         port, done = receiver.port, lambda: sink.spans >= total
-        stop = receiver.stop
+        stop, written = receiver.stop, lambda: True
     else:
-        # the run ends when the last trace is classified: a short quiet time keeps the wait for it (latency, not
-        # work) out of the throughput (200 ms of it was a seventh of a 200,000-span run)
+        # the run ends when the last trace is classified (a short quiet time keeps the wait for it, latency, not
+        # work, out of the throughput: 200 ms of it was a seventh of a 200,000-span run) and the store has written
+        # every row (its writer's and chDB's work is counted whole, not only what fell before the last trace)
         processor: dict = dict(SERVER_PROCESSOR)
         if queue_spans is not None:
             processor["queue_spans"] = queue_spans
@@ -150,6 +151,7 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
             return metrics.series.traces.get("sre-agents", "sre-bot") * 10 >= total
 
         stop = service.stop
+        written = service.store.flush if service.store is not None else (lambda: True)
     ctx = mp.get_context("spawn")
     ready, refused = ctx.Event(), ctx.Value("i", 0)
     client = ctx.Process(target=_client, args=(f"127.0.0.1:{port}", bodies, client_cpu, concurrency, ready,
@@ -168,6 +170,8 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
     started, cpu_started, threads = time.perf_counter(), time.process_time(), _thread_cpu()
     while not done():
         time.sleep(0.01)
+    if not written():
+        raise RuntimeError("the store did not write every row")
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     by_thread = _thread_cpu()
     by_thread.subtract(threads)
