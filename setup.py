@@ -25,10 +25,10 @@ ROOT = Path(__file__).resolve().parent
 # (collector/config.py holds the settings): mypyc would build those classes without their validation. Package
 # __init__ modules stay Python: a compiled one would look for its submodules in the installed layout, not the
 # editable one.
-COMPILED = ["collector/steps.py", "collector/content.py", "collector/assemble.py", "collector/normalize/*.py",
-            "collector/classify/*.py", "collector/classify/detectors/*.py", "collector/spend.py",
-            "collector/verdict.py", "collector/processor.py", "exporter/store/records.py", "exporter/store/queue.py",
-            "exporter/totals.py"]
+COMPILED = ["collector/bounded.py", "collector/steps.py", "collector/content.py", "collector/assemble.py",
+            "collector/normalize/*.py", "collector/classify/*.py", "collector/classify/detectors/*.py",
+            "collector/spend.py", "collector/verdict.py", "collector/processor.py", "exporter/store/records.py",
+            "exporter/store/queue.py", "exporter/totals.py"]
 # Installed package of each top-level source folder (as package-dir in pyproject.toml).
 PACKAGES = {"collector": "collector", "exporter": "exporter", "dashboards": "dashboards"}
 

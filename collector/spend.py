@@ -19,6 +19,7 @@ from genai_prices import Usage, calc_price
 from genai_prices.data_snapshot import get_snapshot
 from genai_prices.types import TieredPrices
 
+from .bounded import remember
 from .steps import LLM, Step, ended_by
 
 log = logging.getLogger(__name__)
@@ -92,16 +93,14 @@ def _lookup(model: str, provider: str | None) -> _Model | None:
 
 _RESOLVED: Final[dict[tuple, _Model | None]] = {}  # (model, provider) -> what _lookup found; a plain dict: an
 # lru_cache hit took about 2,000 instructions, called through Python
-_NOT_LOOKED_UP: Final = _Model(None, "", None)
+_NOT_LOOKED_UP: Final = _Model(None, "", None)  # not in _RESOLVED (None is an answer: no price known)
 
 
 def _resolve(model: str, provider: str | None) -> _Model | None:
     key: tuple = (model, provider)
     known = _RESOLVED.get(key, _NOT_LOOKED_UP)
     if known is _NOT_LOOKED_UP:
-        if len(_RESOLVED) >= MODELS_KEPT:
-            _RESOLVED.clear()
-        known = _RESOLVED[key] = _lookup(model, provider)
+        known = remember(_RESOLVED, key, _lookup(model, provider), MODELS_KEPT)
     return known
 
 

@@ -11,6 +11,7 @@ import fnmatch
 import re
 from typing import Final
 
+from ..bounded import remember
 from ..config import ToolsConfig
 
 
@@ -63,10 +64,8 @@ class Globs:
         known = self._known.get(name)
         if known is None:
             value = name.lower() if self.lower else name
-            known = any(fnmatch.fnmatchcase(value, p) for p in self.patterns)
-            if len(self._known) >= self.CACHE_LIMIT:
-                self._known.clear()
-            self._known[name] = known
+            known = remember(self._known, name, any(fnmatch.fnmatchcase(value, p) for p in self.patterns),
+                             self.CACHE_LIMIT)
         return known
 
 
@@ -102,10 +101,7 @@ class ToolClassifier:
             return UNKNOWN
         known = self._known.get(tool)
         if known is None:
-            known = self._classify(tool)
-            if len(self._known) >= self.CACHE_LIMIT:
-                self._known.clear()
-            self._known[tool] = known
+            known = remember(self._known, tool, self._classify(tool), self.CACHE_LIMIT)
         return known
 
     def is_final(self, tool: str | None) -> bool:

@@ -27,6 +27,7 @@ from mastwatch.durations import Duration
 from mastwatch.threads import name_os_thread
 
 from ..assemble import Trace
+from ..bounded import remember
 from ..classify.modes import MODES
 from ..steps import Finding, StepKind
 from ..verdict import Verdict
@@ -191,9 +192,7 @@ class Judge:
         if rate is None:
             rate = next((r for pattern, r in self.config.agents.items() if fnmatch.fnmatchcase(agent, pattern)),
                         self.config.sample_rate)
-            if len(self._agent_rates) >= 10_000:  # agent names come from spans
-                self._agent_rates.clear()
-            self._agent_rates[agent] = rate
+            remember(self._agent_rates, agent, rate, 10_000)  # agent names come from spans
         return rate
 
     def offer(self, trace: Trace, verdict: Verdict) -> None:

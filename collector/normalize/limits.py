@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from ..bounded import remember
+
 # A class name naming a limit: a limit word next to "exceeded", "reached", "error", "limit" ...
 _LIMIT: Final = re.compile(
     r"(recursion|max_?turns?|max_?steps?|max_?iter(ation)?s?|max_?rounds?|max_?messages?|turn_?limit|step_?limit|"
@@ -32,8 +34,6 @@ def limit_hit(error_type: str) -> str | None:
     known = _KNOWN.get(error_type, False)
     if known is False:
         name = error_type.rpartition(".")[2]
-        known = error_type if name != "RecursionError" and _LIMIT.search(name) else None
-        if len(_KNOWN) >= _CACHE_LIMIT:
-            _KNOWN.clear()
-        _KNOWN[error_type] = known
+        known = remember(_KNOWN, error_type, error_type if name != "RecursionError" and _LIMIT.search(name) else None,
+                         _CACHE_LIMIT)
     return known  # type: ignore[return-value]

@@ -15,8 +15,9 @@ Only fingerprints and short previews of message content, tool arguments and resu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 
+from ..bounded import remember
 from ..content import PREVIEW_CHARS, Content, collapse, fingerprint, preview
 from ..steps import LLM, OTHER, TOOL, Step
 from . import _genai, _strings, genai, langfuse, openinference, openllmetry, vercel
@@ -44,16 +45,7 @@ def _int(value: Any) -> int:
         return 0
 
 
-_CACHE_SIZE: Final = 10_000  # span-derived values: caches are bounded
-T = TypeVar("T")
-
-
-def _kept(cache: dict, key: object, value: T) -> T:
-    """`value`, kept in `cache` under `key`; a full cache is emptied first (the values are span-derived)."""
-    if len(cache) >= _CACHE_SIZE:
-        cache.clear()
-    cache[key] = value
-    return value
+_CACHE_SIZE: Final = 10_000  # span-derived values: caches are bounded (collector.bounded)
 
 
 # Called per span: Final, so that compiled code calls them from C statics, not through the module's dict.
@@ -75,7 +67,7 @@ def _model_id(model: str) -> str:
     text = model
     if model.startswith("models/") or "/models/" in model:
         text = model.rpartition("/")[2] or model
-    return _kept(_MODEL_IDS, model, _canonical(text))
+    return remember(_MODEL_IDS, model, _canonical(text), _CACHE_SIZE)
 
 
 _REASONS: Final[dict[tuple, tuple[str, ...]]] = {}  # finish reasons as given -> canonical; a plain dict: an
@@ -89,7 +81,7 @@ def _finish_reasons(finish: Any) -> tuple[str, ...]:
     except TypeError:  # unhashable values (a malformed attribute): not cached
         return tuple(_canonical(str(f)) for f in key)
     if known is None:
-        known = _kept(_REASONS, key, tuple(_canonical(str(f)) for f in key))
+        known = remember(_REASONS, key, tuple(_canonical(str(f)) for f in key), _CACHE_SIZE)
     return known
 
 
