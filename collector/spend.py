@@ -51,8 +51,8 @@ class _Model:
 
 
 def load_prices() -> None:
-    """Load genai-prices' bundled price data (tens of milliseconds, once per process) now: otherwise the first
-    lookup loads it, on the processor's thread while traces wait."""
+    """Load genai-prices' bundled price data (once per process) now: otherwise the first lookup loads it, on the
+    processor's thread while traces wait."""
     get_snapshot()
 
 
@@ -91,8 +91,8 @@ def _lookup(model: str, provider: str | None) -> _Model | None:
         per_call=float(base.total_price)), model, provider)
 
 
-_RESOLVED: Final[dict[tuple, _Model | None]] = {}  # (model, provider) -> what _lookup found; a plain dict: an
-# lru_cache hit took about 2,000 instructions, called through Python
+_RESOLVED: Final[dict[tuple, _Model | None]] = {}  # (model, provider) -> what _lookup found (a plain dict: an
+# lru_cache would be a call through Python per lookup)
 _NOT_LOOKED_UP: Final = _Model(None, "", None)  # not in _RESOLVED (None is an answer: no price known)
 
 

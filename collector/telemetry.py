@@ -8,7 +8,7 @@ from __future__ import annotations
 
 class NullTelemetry:
     def __getattr__(self, name: str):
-        # kept on the instance: later calls find it at once, not after a failed lookup (thousands of instructions)
+        # kept on the instance: later calls find it at once, not after a failed lookup and this call
         self.__dict__[name] = _ignore
         return _ignore
 

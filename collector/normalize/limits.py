@@ -34,6 +34,6 @@ def limit_hit(error_type: str) -> str | None:
     known = _KNOWN.get(error_type, False)
     if known is False:
         name = error_type.rpartition(".")[2]
-        known = remember(_KNOWN, error_type, error_type if name != "RecursionError" and _LIMIT.search(name) else None,
-                         _CACHE_LIMIT)
+        limit = error_type if name != "RecursionError" and _LIMIT.search(name) else None
+        known = remember(_KNOWN, error_type, limit, _CACHE_LIMIT)
     return known  # type: ignore[return-value]

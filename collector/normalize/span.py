@@ -70,8 +70,8 @@ def _model_id(model: str) -> str:
     return remember(_MODEL_IDS, model, _canonical(text), _CACHE_SIZE)
 
 
-_REASONS: Final[dict[tuple, tuple[str, ...]]] = {}  # finish reasons as given -> canonical; a plain dict: an
-# lru_cache hit took about 950 instructions, called through Python
+_REASONS: Final[dict[tuple, tuple[str, ...]]] = {}  # finish reasons as given -> canonical (a plain dict: an
+# lru_cache would be a call through Python per span)
 
 
 def _finish_reasons(finish: Any) -> tuple[str, ...]:
