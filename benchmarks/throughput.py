@@ -16,7 +16,8 @@ end to end (decoded, normalised, assembled, classified, priced, counted in Prome
 store), the same without the store, spans/s of the decode-only receiver (the same gRPC receiver and decoder,
 dropping what it decodes), the share of the server's CPU time spent collecting garbage (timed with gc.callbacks),
 the server's CPU per span by thread (from /proc: the processor, the store's writer, the gRPC workers, chDB's
-threads), and the ratios. The modes take turns for `--rounds` rounds, each in a fresh server process; the ratios are
+threads) and its minor page faults per span (memory touched for the first time: the kernel zeroes each page), and
+the ratios. The modes take turns for `--rounds` rounds, each in a fresh server process; the ratios are
 of each mode's best round (a shared machine only ever slows a run down), and within each round (modes run seconds
 apart: where the machine's speed drifts over minutes, the best rounds of two modes may come from different phases of
 it). `--detectors` runs those failure modes' detectors only (what the others cost shows against a default run).
@@ -104,11 +105,18 @@ def _thread_cpu() -> collections.Counter[str]:
     return cpu
 
 
+def _minor_faults() -> int:
+    """Minor page faults of this process so far (pages it touched for the first time, zeroed by the kernel)."""
+    with open("/proc/self/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
+
+
 def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, client_cpu: int | None,
         concurrency: int, detectors: list[str] | None,
-        queue_spans: int | None) -> tuple[float, float, float, dict[str, float], int]:
+        queue_spans: int | None) -> tuple[float, float, float, dict[str, float], int, float]:
     """(spans per wall second, spans per CPU second of the server process, share of its CPU time spent
-    collecting garbage, CPU µs per span of its threads by name, requests refused and sent again)."""
+    collecting garbage, CPU µs per span of its threads by name, requests refused and sent again, minor page faults
+    per span)."""
     from mastwatch.collector.classify.detectors import load_detectors
     from mastwatch.collector.receiver import GrpcConfig
     from mastwatch.collector.receiver.grpc_server import GrpcReceiver
@@ -167,12 +175,13 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
     client.start()
     ready.wait()
     gc.callbacks.append(timed)
-    started, cpu_started, threads = time.perf_counter(), time.process_time(), _thread_cpu()
+    started, cpu_started, threads, faults = time.perf_counter(), time.process_time(), _thread_cpu(), _minor_faults()
     while not done():
         time.sleep(0.01)
     if not written():
         raise RuntimeError("the store did not write every row")
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    faults = _minor_faults() - faults
     by_thread = _thread_cpu()
     by_thread.subtract(threads)
     gc.callbacks.remove(timed)
@@ -180,7 +189,8 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
     stop()
     shutil.rmtree(store, ignore_errors=True)
     return (total / elapsed, total / cpu, collecting[0] / cpu,
-            {name: seconds / total * 1e6 for name, seconds in by_thread.most_common() if seconds > 0}, refused.value)
+            {name: seconds / total * 1e6 for name, seconds in by_thread.most_common() if seconds > 0}, refused.value,
+            faults / total)
 
 
 def _serve(out, *args) -> None:
@@ -222,7 +232,7 @@ def main() -> None:
             server = ctx.Process(target=_serve, args=(out, mode, bodies, total, server_cpu, client_cpu,
                                                       args.concurrency, detectors, args.queue_spans))
             server.start()
-            wall, cpu, gc_share, by_thread, refused = out.get()
+            wall, cpu, gc_share, by_thread, refused, faults = out.get()
             server.join()
             if cpu > results[mode][1]:
                 collecting[mode] = gc_share
@@ -231,7 +241,8 @@ def main() -> None:
             print(f"round {round_} {mode:>12}: {wall:>10,.0f} spans/s   {cpu:>10,.0f} spans per server CPU second"
                   f"   {gc_share:.1%} of it collecting garbage" + (f"   {refused} requests refused" if refused else ""))
             print(" " * 22 + "CPU µs per span by thread: " + ", ".join(
-                f"{name} {us:.2f}" for name, us in by_thread.items() if us >= 0.05))
+                f"{name} {us:.2f}" for name, us in by_thread.items() if us >= 0.05)
+                + f"; page faults per span {faults:.3f}")
     print(f"best of {args.rounds} rounds:")
     for mode in modes:
         wall, cpu = results[mode]
