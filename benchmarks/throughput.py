@@ -89,6 +89,12 @@ class _DecodeOnly:
         return True
 
 
+def _stat(path: str) -> list[str]:
+    """The fields of a /proc stat file after the command name (so field 3 of proc(5), the state, is [0])."""
+    with open(path) as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
 def _thread_cpu() -> collections.Counter[str]:
     """CPU seconds of this process's threads by name (a trailing number dropped: the gRPC workers are one)."""
     cpu: collections.Counter[str] = collections.Counter()
@@ -97,8 +103,7 @@ def _thread_cpu() -> collections.Counter[str]:
         try:
             with open(f"/proc/self/task/{tid}/comm") as f:
                 name = f.read().strip().rstrip("0123456789").rstrip("_")
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            fields = _stat(f"/proc/self/task/{tid}/stat")
         except OSError:  # the thread ended
             continue
         cpu[name] += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
@@ -107,8 +112,7 @@ def _thread_cpu() -> collections.Counter[str]:
 
 def _minor_faults() -> int:
     """Minor page faults of this process so far (pages it touched for the first time, zeroed by the kernel)."""
-    with open("/proc/self/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[7])
+    return int(_stat("/proc/self/stat")[7])
 
 
 def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, client_cpu: int | None,
