@@ -4,7 +4,7 @@
 - The loops of content.py over every character or node of a piece of content (`collector/_content.c`).
 - genai.read for the spans only the GenAI conventions read and that need no parsing (`collector/normalize/_genai.c`),
   and the one str kept per name that steps share (`collector/normalize/_strings.c`).
-- The store's times written as JSON numbers (`exporter/store/_times.c`).
+- The store's rows as ClickHouse Native blocks, and a batch's blocks merged (`exporter/store/_native.c`).
 - The modules that run for every span (normalisation, trace assembly, the classifier and its detectors, the
   processor) compiled to C extensions by mypyc, from the same Python sources; their type hints are checked
   when they run. `MASTWATCH_COMPILE=0` builds pure Python instead (quicker to edit: an editable install keeps
@@ -40,8 +40,8 @@ genai = Extension("mastwatch.collector.normalize._genai", ["collector/normalize/
                   extra_compile_args=["-O2", "-Wall", "-Wextra"])
 strings = Extension("mastwatch.collector.normalize._strings", ["collector/normalize/_strings.c"],
                     extra_compile_args=["-O2", "-Wall", "-Wextra"])
-times = Extension("mastwatch.exporter.store._times", ["exporter/store/_times.c"],
-                  extra_compile_args=["-O2", "-Wall", "-Wextra"])
+native = Extension("mastwatch.exporter.store._native", ["exporter/store/_native.c"],
+                   extra_compile_args=["-O2", "-Wall", "-Wextra"])
 
 
 def _staged() -> Path:
@@ -75,4 +75,4 @@ def _compiled() -> list[Extension]:
         os.chdir(here)
 
 
-setup(ext_modules=[decoder, content, genai, strings, times, *_compiled()])
+setup(ext_modules=[decoder, content, genai, strings, native, *_compiled()])

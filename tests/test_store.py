@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 
-import orjson
 import pytest
 
 from mastwatch.collector.classify.modes import MODES
@@ -16,7 +15,7 @@ from mastwatch.collector.steps import Finding, StepKind
 from mastwatch.collector.verdict import Verdict
 from mastwatch.exporter.store import StoreConfig, StoreExporter
 from mastwatch.exporter.store.queue import Batch
-from mastwatch.exporter.store.records import decode, encode
+from mastwatch.exporter.store.records import block_rows, decode, encode
 from mastwatch.exporter.store.schema import (
     COLUMNS,
     FINDINGS,
@@ -29,6 +28,7 @@ from mastwatch.exporter.store.schema import (
     ddl,
     migrate,
 )
+from tests.native_blocks import read_blocks
 from tests.test_spend import make_step
 
 MODEL = "gpt-4.1-mini"
@@ -67,14 +67,14 @@ def test_a_batch_of_verdicts_is_one_record_holding_every_row_in_order() -> None:
     rows, payload = encode(batch)
     assert rows == 3 + (1 + 0 + 2) + (2 + 0 + 3)  # traces, findings, repeated steps
     tables = decode(Batch("q", 0, 1, rows, [payload]))
-    traces = [orjson.loads(line) for line in tables[TRACES].splitlines()]
-    findings = [orjson.loads(line) for line in tables[FINDINGS].splitlines()]
-    steps = [orjson.loads(line) for line in tables[REPEATED_STEPS].splitlines()]
+    (names, traces), (_, findings), (_, steps) = (read_blocks(tables[t]) for t in (TRACES, FINDINGS, REPEATED_STEPS))
+    assert [name for name, _ in names] == list(COLUMNS[TRACES])
     assert [row[0][-1] for row in traces] == ["1", "2", "3"]
     assert [(row[0][-1], row[4]) for row in findings] == [("1", "FM-1.3"), ("3", "FM-1.3"), ("3", "FM-3.3")]
     assert [(row[0][-1], row[5]) for row in steps] == [("1", "search"), ("1", "search"), ("3", "a"), ("3", "b"),
                                                        ("3", "c")]
-    assert tables == {table: b"".join(bodies(v)[table] for v in batch) for table in tables}  # as one by one
+    one_by_one = [encode([v])[1] for v in batch]  # records of one verdict each, merged into one block per table
+    assert decode(Batch("q", 0, 3, rows, one_by_one)) == tables
 
 
 def test_rows_read_back_whole(tmp_path) -> None:
@@ -249,9 +249,9 @@ def test_a_retried_batch_is_not_doubled(tmp_path) -> None:
                 continue
             for _ in range(2):  # the answer to the first insert was lost: the same batch again
                 store.engine.insert(f"mastwatch.{table}", TABLES[table].columns, body, f"q-0-10-{table}")
-            assert _count(store, table) == body.count(b"\n")
+            assert _count(store, table) == block_rows(body) > 0
             store.engine.insert(f"mastwatch.{table}", TABLES[table].columns, body, f"q-10-20-{table}")
-            assert _count(store, table) == 2 * body.count(b"\n")  # another batch with the same rows is written
+            assert _count(store, table) == 2 * block_rows(body)  # another batch with the same rows is written
     finally:
         store.shutdown()
 
@@ -315,10 +315,6 @@ def export_and_check_times(store: StoreExporter) -> None:
 
 
 def test_times_are_exact_to_the_nanosecond_and_a_batch_may_span_any_days(tmp_path) -> None:
-    from mastwatch.exporter.store.records import nanoseconds, seconds
-
-    for ns in random_times(2000):
-        assert nanoseconds(bytes(orjson.dumps(seconds(ns))).decode()) == ns
     store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=60))  # one batch
     try:
         export_and_check_times(store)
@@ -326,50 +322,57 @@ def test_times_are_exact_to_the_nanosecond_and_a_batch_may_span_any_days(tmp_pat
         store.shutdown()
 
 
-def test_times_written_in_c_are_those_of_the_reference() -> None:
-    """_times.c writes what records.seconds_text does for every uint64 (the range of OTLP's fixed64 times), from
-    the edges of its digits; outside it the reference writes them."""
-    import random
+def _rows(verdict: Verdict) -> dict[str, list[list]]:
+    """Each table's rows of a verdict, times in nanoseconds."""
+    from mastwatch.exporter.store import records
 
-    from mastwatch.exporter.store import _times
-    from mastwatch.exporter.store.records import seconds, seconds_text
+    found: list[list] = []
+    repeated: list[list] = []
+    records.finding_rows(verdict, found)
+    records.repeated_step_rows(verdict, repeated)
+    return {TRACES: [records.trace_row(verdict)], FINDINGS: found, REPEATED_STEPS: repeated}
 
-    edges = [0, 1, 9, 10, 999_999_999, 10**9, 10**9 + 1, 2**63 - 1, 2**63, 2**64 - 1]
-    for ns in [*edges, *(10**k + d for k in range(20) for d in (-1, 0, 1)), *random_times(2000),
-               *(random.randrange(2**64) for _ in range(2000))]:
-        assert _times.seconds_text(ns) == seconds_text(ns), ns
-    for ns in (-1, -(10**9) - 1, 2**64, 2**70):
-        assert _times.seconds_text(ns) is None
-        assert bytes(orjson.dumps(seconds(ns))).decode() == seconds_text(ns)
-    with pytest.raises(TypeError):
-        _times.seconds_text(1.5)  # type: ignore[arg-type]
+
+def _times(table: str) -> list[int]:
+    return [i for i, c in enumerate(TABLES[table].columns) if c.type_name.startswith("DateTime64(9")]
 
 
 def version_1(verdict: Verdict) -> tuple[int, bytes]:
     """A verdict's queue record as written before version 2: `table<TAB>JSON array` lines, RFC 3339 times."""
     import json
-    from decimal import Decimal
 
     from mastwatch.collector.verdict import rfc3339
-    from mastwatch.exporter.store.records import nanoseconds
 
-    lines = []
-    for table, body in bodies(verdict).items():
-        times = [i for i, c in enumerate(TABLES[table].columns) if c.type_name.startswith("DateTime64(9")]
-        for line in body.splitlines():
-            row = [rfc3339(nanoseconds(format(v, "f"))) if i in times else float(v) if isinstance(v, Decimal) else v
-                   for i, v in enumerate(json.loads(line, parse_float=Decimal))]
-            lines.append(f"{table}\t{json.dumps(row, ensure_ascii=False, separators=(',', ':'))}\n")
+    lines = [f"{table}\t{json.dumps([rfc3339(v) if i in _times(table) else v for i, v in enumerate(row)])}\n"
+             for table, rows in _rows(verdict).items() for row in rows]
     return len(lines), "".join(lines).encode()
 
 
-def check_version_1_upgrade(queue_path, open_store) -> None:
-    """A verdict queued as version 1 before the upgrade, and the same verdict queued now, give the same rows."""
+def version_2(verdict: Verdict) -> tuple[int, bytes]:
+    """A verdict's queue record as version 2 wrote it: each table's JSONCompactEachRow lines after a header of their
+    lengths, times as JSON numbers of seconds with nine decimals."""
+    import json
+    import struct
+
+    def line(table: str, row: list) -> str:
+        return "[" + ",".join(f"{v // 10**9}.{v % 10**9:09d}" if i in _times(table) else json.dumps(v)
+                              for i, v in enumerate(row)) + "]\n"
+
+    parts = [("".join(line(table, row) for row in rows)).encode() for table, rows in _rows(verdict).items()]
+    header = struct.pack("<B4I", 2, *(len(p) for p in parts), 0)
+    return sum(len(rows) for rows in _rows(verdict).values()), header + b"".join(parts)
+
+
+def check_upgrade(queue_path, open_store) -> None:
+    """A verdict queued as version 1 and as version 2 before the upgrade, and the same verdict queued now, give the
+    same rows."""
     from mastwatch.exporter.store.queue import DurableQueue
 
     queue = DurableQueue(str(queue_path), 1000, 1 << 20)
     verdict = make_verdict(trace=1)
     queue.append(*version_1(verdict))
+    verdict.trace_id = f"{3:032x}"
+    queue.append(*version_2(verdict))
     queue.close()
     store = open_store()
     try:
@@ -378,13 +381,13 @@ def check_version_1_upgrade(queue_path, open_store) -> None:
         assert store.flush()
         for table in (TRACES, FINDINGS, REPEATED_STEPS):
             rows = store.query(f"SELECT * EXCEPT trace_id FROM mastwatch.{table} ORDER BY trace_id, started_at")
-            assert len(rows) == 2 * (2 if table == REPEATED_STEPS else 1)
-            half = len(rows) // 2
-            assert rows[:half] == rows[half:]
+            assert len(rows) == 3 * (2 if table == REPEATED_STEPS else 1)
+            third = len(rows) // 3
+            assert rows[:third] == rows[third:2 * third] == rows[2 * third:]
     finally:
         store.shutdown()
 
 
-def test_records_of_version_1_still_queued_are_written_after_an_upgrade(tmp_path) -> None:
-    check_version_1_upgrade(tmp_path / "queue", lambda: StoreExporter(StoreConfig(path=str(tmp_path),
+def test_records_of_versions_1_and_2_still_queued_are_written_after_an_upgrade(tmp_path) -> None:
+    check_upgrade(tmp_path / "queue", lambda: StoreExporter(StoreConfig(path=str(tmp_path),
                                                                                   flush_interval=0.05)))

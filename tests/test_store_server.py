@@ -22,7 +22,7 @@ from mastwatch.exporter.store.queries import PARAMETERS, QUERIES, Filters, run
 from tests.clickhouse_http import ClickHouseHTTP
 from tests.test_lifecycle import MASTWATCH, _free_port, _wait_http
 from tests.test_receiver import post, request_of
-from tests.test_store import check_version_1_upgrade, export_and_check_times, make_verdict
+from tests.test_store import check_upgrade, export_and_check_times, make_verdict
 from tests.test_store_queries import DAY, T0, fill
 
 PASSWORD = "s3cret"
@@ -82,8 +82,8 @@ def test_times_are_exact_and_a_batch_may_span_any_days(endpoint, tmp_path) -> No
         store.shutdown()
 
 
-def test_records_of_version_1_still_queued_are_written_after_an_upgrade(endpoint, tmp_path) -> None:
-    check_version_1_upgrade(tmp_path / "local" / "queue", lambda: server_store(endpoint, tmp_path))
+def test_records_of_versions_1_and_2_still_queued_are_written_after_an_upgrade(endpoint, tmp_path) -> None:
+    check_upgrade(tmp_path / "local" / "queue", lambda: server_store(endpoint, tmp_path))
 
 
 def test_server_errors_keep_their_code(endpoint) -> None:

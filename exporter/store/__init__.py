@@ -25,7 +25,7 @@ from mastwatch.durations import Duration
 from mastwatch.threads import name_os_thread
 
 from .queue import Batch, DurableQueue
-from .records import decode, encode, encode_judgement
+from .records import block_rows, decode, encode, encode_judgement
 from .schema import TABLES, Layout, migrate
 
 log = logging.getLogger(__name__)
@@ -170,7 +170,7 @@ class StoreExporter:
                 started = time.perf_counter()
                 self.engine.insert(f"{self.config.database}.{name}", TABLES[name].columns, body, batch.token(name))
                 self.telemetry.store_insert_seconds(time.perf_counter() - started)
-                written[name] = body.count(b"\n")
+                written[name] = block_rows(body)
         return written
 
     def _run(self) -> None:

@@ -28,14 +28,14 @@ class ChdbEngine:
             self._session.query(sql)
 
     def insert(self, table: str, columns: Sequence[Column], body: bytes, token: str) -> None:
-        """`body`: JSONCompactEachRow lines in `columns` order, streamed (no SQL parsing of the data), parsed by
-        one thread (parallel parsing only adds threads to wake on a batch this size). A batch may span any
+        """`body`: a Native block of `columns` (records.py), streamed (no SQL parsing of the data), parsed by one
+        thread (parallel parsing only adds threads to wake on a batch this size). A batch may span any
         number of days (partitions): chDB's streamed insert drops a block over the partition limit silently."""
         names = ", ".join(c.name for c in columns)
         with self._lock:
             inserter = self._session.send_insert(
                 f"INSERT INTO {table} ({names}) SETTINGS insert_deduplication_token = {_literal(token)}, "
-                f"{INSERT_SETTINGS}", "JSONCompactEachRow")
+                f"{INSERT_SETTINGS}", "Native")
             try:
                 inserter.append(body)
                 inserter.finish()
