@@ -3,8 +3,8 @@
   python benchmarks/store_insert.py [--rows 500000] [--batch 50000]
 
 Each measurement runs in its own process on an empty store, pinned to the same core:
-- raw chDB: finding rows, already encoded as the store encodes them, inserted with plain
-  `INSERT ... FORMAT JSONCompactEachRow` queries of `--batch` rows: the baseline, no exporter at all;
+- raw chDB: finding rows, already encoded as the store encodes them (a Native block of `--batch` rows), each
+  inserted with a plain streamed `INSERT` (no deduplication token, no settings): the baseline, no exporter at all;
 - store engine: the same rows through the exporter's insert path (streamed, with deduplication tokens);
 - exporter: verdicts through `export_verdicts`, 256 at a time as the processor hands them on (rows built and
   encoded, appended to the durable on-disk queue),
@@ -21,6 +21,7 @@ costs the span pipeline, the writer thread's work excluded.
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import multiprocessing as mp
 import os
@@ -93,7 +94,7 @@ def _raw(path: str, n: int, batch: int) -> tuple[float, float, float]:
 
     from mastwatch.exporter.store.schema import FINDINGS, TABLES, Layout, create_table
 
-    bodies = [body.decode() for body in _finding_bodies(n, batch)]
+    bodies = _finding_bodies(n, batch)
     s = session.Session(path)
     s.query("CREATE DATABASE mastwatch")
     for statement in create_table(TABLES[FINDINGS], Layout()):
@@ -101,7 +102,9 @@ def _raw(path: str, n: int, batch: int) -> tuple[float, float, float]:
     names = ", ".join(TABLES[FINDINGS].column_names)
     clock = Clock()
     for body in bodies:
-        s.query(f"INSERT INTO mastwatch.mast_findings ({names}) FORMAT JSONCompactEachRow\n{body}")
+        inserter = s.send_insert(f"INSERT INTO mastwatch.mast_findings ({names})", "Native")
+        inserter.append(body)
+        inserter.finish()
     times = clock.stop()
     s.close()
     return (*times, 0.0)
@@ -151,7 +154,10 @@ def _exporter_looping(path: str, n: int, batch: int) -> tuple[float, float, floa
 
 
 def _run(target, n: int, batch: int, out) -> None:
+    from mastwatch.service import GC_THRESHOLDS
+
     os.sched_setaffinity(0, {CPU})
+    gc.set_threshold(*GC_THRESHOLDS)  # as the server sets them
     with tempfile.TemporaryDirectory(prefix="mastwatch-bench-") as path:
         out.put(target(path, n, batch))
 
