@@ -9,12 +9,12 @@ import struct
 import pytest
 
 from mastwatch.exporter.store import _native
-from mastwatch.exporter.store.records import _native_string
+from mastwatch.exporter.store.records import native_string
 from tests.native_blocks import read_blocks
 
 TYPES = ("String", "Array(String)", "DateTime64(9, 'UTC')", "UInt32", "UInt64", "Float32", "Float64",
          "Nullable(Float32)")
-COLUMNS = tuple((_native_string(f"c{kind}") + _native_string(t), kind) for kind, t in enumerate(TYPES))
+COLUMNS = tuple((native_string(f"c{kind}") + native_string(t), kind) for kind, t in enumerate(TYPES))
 
 
 def _float32(x: float) -> float:

@@ -40,7 +40,8 @@ _KINDS: Final = {"String": 0, "LowCardinality(String)": 0, "Array(String)": 1, "
 _BLOCK_TYPES: Final = {0: "String", 1: "Array(String)"}
 
 
-def _native_string(text: str) -> bytes:
+def native_string(text: str) -> bytes:
+    """`text` as Native writes a String: its UTF-8 length as a varint, then its bytes."""
     data = text.encode()
     length = bytearray()
     n = len(data)
@@ -54,7 +55,7 @@ def _native_string(text: str) -> bytes:
 def _columns(columns: tuple[Column, ...]) -> tuple[tuple[bytes, int], ...]:
     """A table's columns as _native.c takes them: name and type as Native strings, and the kind of values."""
     kinds = [_KINDS[c.type_name] for c in columns]  # a KeyError here: a column type _native.c does not write yet
-    return tuple((_native_string(c.name) + _native_string(_BLOCK_TYPES.get(kind, c.type_name)), kind)
+    return tuple((native_string(c.name) + native_string(_BLOCK_TYPES.get(kind, c.type_name)), kind)
                  for c, kind in zip(columns, kinds, strict=True))
 
 
