@@ -120,10 +120,18 @@ put_str(Buffer *b, PyObject *value, Py_ssize_t row, Py_ssize_t column)
         }
         return -1;
     }
-    if (put_varint(b, (uint64_t)size) < 0) {
+    if (reserve(b, 10 + (size_t)size) < 0) { /* the length's varint and the bytes */
         return -1;
     }
-    return put(b, text, (size_t)size);
+    uint64_t n = (uint64_t)size;
+    while (n >= 0x80) {
+        b->data[b->size++] = (char)(n | 0x80);
+        n >>= 7;
+    }
+    b->data[b->size++] = (char)n;
+    memcpy(b->data + b->size, text, (size_t)size);
+    b->size += (size_t)size;
+    return 0;
 }
 
 static PyObject *
@@ -137,10 +145,12 @@ strings_of(PyObject *value, Py_ssize_t row, Py_ssize_t column)
     return value;
 }
 
+/* A number into room already reserved (put_column reserves a fixed-width column's bytes at once). */
 static int
 put_number(Buffer *b, int kind, PyObject *value, Py_ssize_t row, Py_ssize_t column)
 {
     int overflow = 0;
+    char *at = b->data + b->size;
     switch (kind) {
     case INT64:
     case UINT32: {
@@ -156,10 +166,14 @@ put_number(Buffer *b, int kind, PyObject *value, Py_ssize_t row, Py_ssize_t colu
         }
         if (kind == INT64) {
             int64_t v = (int64_t)n;
-            return put(b, &v, 8);
+            memcpy(at, &v, 8);
+            b->size += 8;
+            return 0;
         }
         uint32_t v = n < 0 ? 0 : n > (long long)UINT32_MAX ? UINT32_MAX : (uint32_t)n;
-        return put(b, &v, 4);
+        memcpy(at, &v, 4);
+        b->size += 4;
+        return 0;
     }
     case UINT64: {
         if (!PyLong_Check(value)) {
@@ -169,39 +183,49 @@ put_number(Buffer *b, int kind, PyObject *value, Py_ssize_t row, Py_ssize_t colu
         if (v == (uint64_t)-1 && PyErr_Occurred()) {
             return -1;
         }
-        return put(b, &v, 8);
+        memcpy(at, &v, 8);
+        b->size += 8;
+        return 0;
     }
     case FLOAT32:
     case FLOAT64: {
-        if (!PyFloat_Check(value) && !PyLong_Check(value)) {
+        double d;
+        if (PyFloat_CheckExact(value)) {
+            d = PyFloat_AS_DOUBLE(value);
+        }
+        else if (PyFloat_Check(value) || PyLong_Check(value)) {
+            d = PyFloat_AsDouble(value);
+            if (d == -1.0 && PyErr_Occurred()) {
+                return -1;
+            }
+        }
+        else {
             break;
         }
-        double d = PyFloat_AsDouble(value);
-        if (d == -1.0 && PyErr_Occurred()) {
-            return -1;
-        }
         if (kind == FLOAT64) {
-            return put(b, &d, 8);
+            memcpy(at, &d, 8);
+            b->size += 8;
+            return 0;
         }
         float f = (float)d;
-        return put(b, &f, 4);
+        memcpy(at, &f, 4);
+        b->size += 4;
+        return 0;
     }
     }
     PyErr_Format(PyExc_TypeError, "row %zd, column %zd: a number, not %.100s", row, column, Py_TYPE(value)->tp_name);
     return -1;
 }
 
+static const size_t WIDTHS[KINDS] = {0, 0, 8, 4, 8, 4, 8, 4};
+
 /* One column of `rows` (each a list or tuple of the columns' values). */
 static int
 put_column(Buffer *b, int kind, PyObject *rows, Py_ssize_t column)
 {
     Py_ssize_t n = PyList_GET_SIZE(rows);
-    for (Py_ssize_t r = 0; r < n; r++) {
-        PyObject *row = PyList_GET_ITEM(rows, r);
-        if (!(PyList_Check(row) || PyTuple_Check(row)) || PySequence_Fast_GET_SIZE(row) <= column) {
-            PyErr_Format(PyExc_TypeError, "row %zd: a list of every column's value", r);
-            return -1;
-        }
+    if (reserve(b, (size_t)n * (WIDTHS[kind] + (kind == ARRAY_STRING ? 8 : kind == NULLABLE_FLOAT32 ? 1 : 0))) < 0) {
+        return -1;
     }
     switch (kind) {
     case STRING:
@@ -219,9 +243,8 @@ put_column(Buffer *b, int kind, PyObject *rows, Py_ssize_t column)
                 return -1;
             }
             offset += (uint64_t)PySequence_Fast_GET_SIZE(items);
-            if (put(b, &offset, 8) < 0) {
-                return -1;
-            }
+            memcpy(b->data + b->size, &offset, 8); /* reserved above */
+            b->size += 8;
         }
         for (Py_ssize_t r = 0; r < n; r++) {
             PyObject *items = PySequence_Fast_GET_ITEM(PyList_GET_ITEM(rows, r), column);
@@ -235,18 +258,13 @@ put_column(Buffer *b, int kind, PyObject *rows, Py_ssize_t column)
     }
     case NULLABLE_FLOAT32:
         for (Py_ssize_t r = 0; r < n; r++) { /* the null map, then the values (0 where null) */
-            char null = PySequence_Fast_GET_ITEM(PyList_GET_ITEM(rows, r), column) == Py_None;
-            if (put(b, &null, 1) < 0) {
-                return -1;
-            }
+            b->data[b->size++] = PySequence_Fast_GET_ITEM(PyList_GET_ITEM(rows, r), column) == Py_None;
         }
         for (Py_ssize_t r = 0; r < n; r++) {
             PyObject *value = PySequence_Fast_GET_ITEM(PyList_GET_ITEM(rows, r), column);
             if (value == Py_None) {
-                float zero = 0;
-                if (put(b, &zero, 4) < 0) {
-                    return -1;
-                }
+                memset(b->data + b->size, 0, 4);
+                b->size += 4;
             }
             else if (put_number(b, FLOAT32, value, r, column) < 0) {
                 return -1;
@@ -277,8 +295,15 @@ encode(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     if (PyList_GET_SIZE(rows) == 0) {
         return PyBytes_FromStringAndSize(NULL, 0);
     }
-    Buffer b = {NULL, 0, 0};
     Py_ssize_t ncolumns = PyTuple_GET_SIZE(columns);
+    for (Py_ssize_t r = 0; r < PyList_GET_SIZE(rows); r++) {
+        PyObject *row = PyList_GET_ITEM(rows, r);
+        if (!(PyList_Check(row) || PyTuple_Check(row)) || PySequence_Fast_GET_SIZE(row) < ncolumns) {
+            PyErr_Format(PyExc_TypeError, "row %zd: a list of every column's value", r);
+            return NULL;
+        }
+    }
+    Buffer b = {NULL, 0, 0};
     if (put_varint(&b, (uint64_t)ncolumns) < 0 || put_varint(&b, (uint64_t)PyList_GET_SIZE(rows)) < 0) {
         goto error;
     }
