@@ -9,12 +9,13 @@ import struct
 import pytest
 
 from mastwatch.exporter.store import _native
-from mastwatch.exporter.store.records import native_string
 from tests.native_blocks import read_blocks
 
 TYPES = ("String", "Array(String)", "DateTime64(9, 'UTC')", "UInt32", "UInt64", "Float32", "Float64",
          "Nullable(Float32)")
-COLUMNS = tuple((native_string(f"c{kind}") + native_string(t), kind) for kind, t in enumerate(TYPES))
+KINDS = (_native.STRING, _native.ARRAY_STRING, _native.INT64, _native.UINT32, _native.UINT64, _native.FLOAT32,
+         _native.FLOAT64, _native.NULLABLE_FLOAT32)  # in the order of TYPES and of random_rows' values
+COLUMNS = tuple((_native.string(f"c{kind}") + _native.string(t), kind) for kind, t in zip(KINDS, TYPES, strict=True))
 
 
 def _float32(x: float) -> float:
@@ -33,8 +34,9 @@ def random_rows(rng: random.Random, n: int) -> list[list]:
 def test_rows_come_back_as_written() -> None:
     rows = random_rows(random.Random(3), 300)
     names, back = read_blocks(_native.encode(COLUMNS, rows))
-    assert names == [(f"c{kind}", t) for kind, t in enumerate(TYPES)]
+    assert names == [(f"c{kind}", t) for kind, t in zip(KINDS, TYPES, strict=True)]
     assert back == rows
+    assert _native.rows(_native.encode(COLUMNS, rows)) == len(rows) == 300
     assert _native.encode(COLUMNS, []) == b""
 
 

@@ -3,7 +3,8 @@
  * but pays a fixed cost per block: the processor writes a block per batch of verdicts, the store's writer merges a
  * batch's blocks into one per table before inserting it.
  *
- * A column is (prefix, kind): its name and type already written as Native strings, and how its values are written:
+ * A column is (prefix, kind): its name and type already written as Native strings, and how its values are written
+ * (the module's constants name the kinds):
  *   0 String (a str; also LowCardinality(String) columns: ClickHouse converts)   1 Array(String) (a list or tuple of str)
  *   2 Int64 (an int: DateTime64(9) ticks, saturated to the Int64 range)          3 UInt32 (an int, saturated)
  *   4 UInt64 (an int)   5 Float32   6 Float64 (a float or an int)   7 Nullable(Float32) (None or a float) */
@@ -544,9 +545,44 @@ error:
     return NULL;
 }
 
+PyDoc_STRVAR(string_doc, "string(text, /)\n--\n\n"
+                         "`text` as Native writes a String: its UTF-8 length as a varint, then its bytes.");
+
+static PyObject *
+string(PyObject *Py_UNUSED(module), PyObject *text)
+{
+    Buffer b = {NULL, 0, 0};
+    if (put_str(&b, text, 0, 0) < 0) {
+        PyMem_Free(b.data);
+        return NULL;
+    }
+    return finish(&b);
+}
+
+PyDoc_STRVAR(rows_doc, "rows(block, /)\n--\n\n"
+                       "The rows of a Native block (its second varint); ValueError: not a block.");
+
+static PyObject *
+rows(PyObject *Py_UNUSED(module), PyObject *block)
+{
+    uint64_t columns, n;
+    if (!PyBytes_Check(block)) {
+        PyErr_SetString(PyExc_TypeError, "rows() takes bytes");
+        return NULL;
+    }
+    Cursor c = {(const unsigned char *)PyBytes_AS_STRING(block),
+                (const unsigned char *)PyBytes_AS_STRING(block) + PyBytes_GET_SIZE(block)};
+    if (get_varint(&c, &columns) < 0 || get_varint(&c, &n) < 0) {
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong(n);
+}
+
 static PyMethodDef methods[] = {
     {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL, encode_doc},
     {"merge", (PyCFunction)(void (*)(void))merge, METH_FASTCALL, merge_doc},
+    {"string", string, METH_O, string_doc},
+    {"rows", rows, METH_O, rows_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -558,5 +594,17 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__native(void)
 {
-    return PyModule_Create(&module);
+    static const char *names[KINDS] = {"STRING", "ARRAY_STRING", "INT64", "UINT32", "UINT64", "FLOAT32", "FLOAT64",
+                                       "NULLABLE_FLOAT32"};
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) {
+        return NULL;
+    }
+    for (int kind = 0; kind < KINDS; kind++) { /* the kinds, by name */
+        if (PyModule_AddIntConstant(m, names[kind], kind) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
+    return m;
 }

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from typing import Any, Final
 
 from mastwatch.collector.classify.modes import MODES
@@ -34,28 +35,18 @@ _encode: Final = _native.encode
 _merge: Final = _native.merge
 # How _native.c writes each column type's values (its kinds), and the type a block declares: ClickHouse converts
 # String to LowCardinality(String) on insert (writing the dictionary encoding here would gain nothing).
-_KINDS: Final = {"String": 0, "LowCardinality(String)": 0, "Array(String)": 1, "Array(LowCardinality(String))": 1,
-                 "DateTime64(9, 'UTC')": 2, "UInt32": 3, "UInt64": 4, "Float32": 5, "Float64": 6,
-                 "Nullable(Float32)": 7}
-_BLOCK_TYPES: Final = {0: "String", 1: "Array(String)"}
-
-
-def native_string(text: str) -> bytes:
-    """`text` as Native writes a String: its UTF-8 length as a varint, then its bytes."""
-    data = text.encode()
-    length = bytearray()
-    n = len(data)
-    while n >= 0x80:
-        length.append(n & 0x7F | 0x80)
-        n >>= 7
-    length.append(n)
-    return bytes(length) + data
+_KINDS: Final = {"String": _native.STRING, "LowCardinality(String)": _native.STRING,
+                 "Array(String)": _native.ARRAY_STRING, "Array(LowCardinality(String))": _native.ARRAY_STRING,
+                 "DateTime64(9, 'UTC')": _native.INT64, "UInt32": _native.UINT32, "UInt64": _native.UINT64,
+                 "Float32": _native.FLOAT32, "Float64": _native.FLOAT64, "Nullable(Float32)": _native.NULLABLE_FLOAT32}
+_BLOCK_TYPES: Final = {_native.STRING: "String", _native.ARRAY_STRING: "Array(String)"}
+block_rows: Final = _native.rows  # the rows of a Native block
 
 
 def _columns(columns: tuple[Column, ...]) -> tuple[tuple[bytes, int], ...]:
     """A table's columns as _native.c takes them: name and type as Native strings, and the kind of values."""
     kinds = [_KINDS[c.type_name] for c in columns]  # a KeyError here: a column type _native.c does not write yet
-    return tuple((native_string(c.name) + native_string(_BLOCK_TYPES.get(kind, c.type_name)), kind)
+    return tuple((_native.string(c.name) + _native.string(_BLOCK_TYPES.get(kind, c.type_name)), kind)
                  for c, kind in zip(columns, kinds, strict=True))
 
 
@@ -69,9 +60,10 @@ _TIMES = {name: [i for i, c in enumerate(t.columns) if c.type_name.startswith("D
 _FLOATS = {name: [i for i, c in enumerate(t.columns) if "Float" in c.type_name] for name, t in TABLES.items()}
 
 
-def nanoseconds(text: str) -> int:
-    """Nanoseconds since the epoch from a time as version 2 wrote it: seconds with nine decimals, as JSON text."""
-    whole, _, fraction = text.partition(".")
+def nanoseconds(seconds: str | int) -> int:
+    """Nanoseconds since the epoch from a time as version 2 wrote it: seconds with nine decimals, as JSON text (an
+    int when it has no fraction)."""
+    whole, _, fraction = str(seconds).partition(".")
     return int(whole) * 1_000_000_000 + int(fraction.ljust(9, "0"))
 
 
@@ -159,40 +151,27 @@ def decode(batch: Batch) -> dict[str, bytes]:
     return {name: _merge(COLUMNS[name], blocks) for name, blocks in zip(ORDER, parts, strict=True)}
 
 
-def block_rows(block: bytes) -> int:
-    """The rows of a Native block (its second varint)."""
-    at = 0
-    while block[at] & 0x80:  # the columns' count
-        at += 1
-    rows, shift = 0, 0
-    for byte in block[at + 1:at + 11]:
-        rows |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            break
-        shift += 7
-    return rows
+def _json_row(table: str, text: bytes, time_ns: Callable[[Any], int]) -> list[Any]:
+    """A row as versions 1 and 2 wrote it (a JSON array), times in nanoseconds by `time_ns`, floats as floats.
+    Numbers with a fraction are read as text, so that times stay exact."""
+    row = json.loads(text, parse_float=str)
+    for i in _TIMES[table]:
+        row[i] = time_ns(row[i])
+    for i in _FLOATS[table]:
+        if row[i] is not None:
+            row[i] = float(row[i])
+    return row
 
 
 def _version_2(table: str, lines: bytes) -> bytes:
-    """A version 2 part (JSONCompactEachRow lines) as a Native block."""
-    rows = []
-    for line in lines.splitlines():
-        row = json.loads(line, parse_float=str)  # times exact: their text, not a float
-        for i in _TIMES[table]:
-            row[i] = nanoseconds(str(row[i]))
-        for i in _FLOATS[table]:
-            if row[i] is not None:
-                row[i] = float(row[i])
-        rows.append(row)
-    return _encode(COLUMNS[table], rows)
+    """A version 2 part (JSONCompactEachRow lines, times as seconds with nine decimals) as a Native block."""
+    return _encode(COLUMNS[table], [_json_row(table, line, nanoseconds) for line in lines.splitlines()])
 
 
 def _version_1(payload: bytes, parts: tuple[list[bytes], ...]) -> None:
-    """A record of version 1, each of its rows added to `parts` as a Native block."""
+    """A record of version 1 (a `table<TAB>JSON array` line per row, RFC 3339 times), each row added to `parts` as a
+    Native block."""
     for line in payload.splitlines():
         table, _, text = line.partition(b"\t")
         name = table.decode()
-        row = json.loads(text)
-        for i in _TIMES[name]:
-            row[i] = rfc3339_ns(row[i])
-        parts[ORDER.index(name)].append(_encode(COLUMNS[name], [row]))
+        parts[ORDER.index(name)].append(_encode(COLUMNS[name], [_json_row(name, text, rfc3339_ns)]))
