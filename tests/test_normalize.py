@@ -74,6 +74,17 @@ def test_genai_inference_span() -> None:
     assert dict(s.tokens_by_type()) == {"input": 200, "output": 80, "cache_read": 700, "cache_write": 300}
 
 
+def test_finish_reasons_one_or_several() -> None:
+    def reasons(finish: Any) -> tuple[str, ...]:
+        return step("chat m", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                               "gen_ai.response.finish_reasons": finish}).finish_reasons
+
+    one, again = reasons(["stop"]), reasons(["sto" + "p"])  # equal texts, distinct objects
+    assert one == ("stop",) and one is again and one[0] is again[0]
+    assert reasons(["length", "stop"]) == ("length", "stop")
+    assert reasons([7]) == ("7",) and reasons('["tool_calls"]') == ("tool_calls",)
+
+
 def test_genai_development_names() -> None:
     s = step("chat m", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
                         "gen_ai.usage.input_tokens": 10, "gen_ai.usage.cache_write.input_tokens": 4})

@@ -74,7 +74,18 @@ _REASONS: Final[dict[tuple, tuple[str, ...]]] = {}  # finish reasons as given ->
 # lru_cache would be a call through Python per span)
 
 
+_REASON: Final[dict[str, tuple[str, ...]]] = {}  # a single finish reason as given -> canonical (most spans give
+# one: a lookup by a str, whose hash is kept, not by a tuple made and hashed per span)
+
+
 def _finish_reasons(finish: Any) -> tuple[str, ...]:
+    if type(finish) is list and len(finish) == 1 and type(finish[0]) is str:
+        reason: str = finish[0]
+        one = _REASON.get(reason)
+        if one is None:
+            made: tuple[str, ...] = (_canonical(reason),)  # (typed so: compiled, a tuple[str] is unboxed, a copy
+            one = remember(_REASON, reason, made, _CACHE_SIZE)  # made per return)
+        return one
     key = tuple(finish) if isinstance(finish, list) else (finish,)
     try:
         known = _REASONS.get(key)
