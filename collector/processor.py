@@ -201,10 +201,12 @@ class Processor:
                               record.trace_id.hex())
                 self.telemetry.spans_rejected("unreadable", 1)
         touched: dict[Trace, None] = {}  # the traces the request added to, in order
+        last: Trace | None = None  # (a trace's spans mostly come together: the dict is not asked again for each)
         for step in steps:
             trace = assembler.add(step, now)
-            if trace is not None:
+            if trace is not None and trace is not last:
                 touched[trace] = None
+                last = trace
         open_traces = [trace for trace in touched if not trace.completed]  # (one completed: its verdict had it all)
         engine.prepare(open_traces)  # the detectors of its new traces, made in one pass
         changed_traces = [trace for trace in open_traces if engine.catch_up(trace)]
