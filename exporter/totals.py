@@ -33,18 +33,28 @@ class LabelLimiter:
     def value(self, label: str, value: str) -> str:
         """`value`, or `other` when `label` has `limit` values already. (A method: compiled callers call it natively,
         where calling the instance goes through Python.)"""
+        if self.admits(label, value):
+            return value
+        self._on_overflow(label)
+        return OVERFLOW
+
+    def admits(self, label: str, value: str) -> bool:
+        """Whether `value` is kept for `label` (else it is replaced by `other`; this does not count it)."""
         seen = self._seen.get(label)
         if seen is not None and value in seen:
-            return value
+            return True
         with self._lock:
             seen = self._seen.setdefault(label, set())
             if value in seen:
-                return value
+                return True
             if len(seen) < self.limit:
                 seen.add(value)
-                return value
+                return True
+        return False
+
+    def overflowed(self, label: str) -> None:
+        """Count a replacement by `other` (of a value the caller found not admitted before)."""
         self._on_overflow(label)
-        return OVERFLOW
 
 
 class Totals:
@@ -62,6 +72,13 @@ class Totals:
             self.values[labels] = [amount]
         else:
             cell[0] += amount
+
+    def cell(self, labels: tuple[str, ...]) -> list[float]:
+        """The label set's cell, made at 0 when new: a caller that keeps it adds to it in place."""
+        cell = self.values.get(labels)
+        if cell is None:
+            cell = self.values[labels] = [0.0]
+        return cell
 
     def get(self, *labels: str) -> float:
         cell = self.values.get(labels)
@@ -123,6 +140,23 @@ class Completions:
         self.latency.observe(seconds)
 
 
+MAX_KEPT: Final = 10_000  # (service, agent) pairs and their cells kept at most (span-derived values: bounded)
+
+
+class AgentCells:
+    """The cells a (service, agent) pair's verdicts add to, found at its first verdict (and at a model's or token
+    type's first): later verdicts add to them in place, without building, hashing and comparing label tuples."""
+
+    def __init__(self, service: str, agent: str, replaced: list[str]) -> None:
+        self.service, self.agent = service, agent  # as limited
+        self.replaced = replaced  # names of the labels whose values became `other`: counted again at each verdict
+        self.traces: list[float] | None = None
+        self.failing: list[float] | None = None
+        self.tokens: dict[tuple[str, str], list[float]] = {}  # by the verdict's key (model, type)
+        self.cost: dict[str, list[float]] = {}  # by the verdict's model
+        self.replaced_models: set[str] | None = None  # the models whose label became `other` (made at the first)
+
+
 class MastSeries:
     """mast_*: what the agents are doing, counted per verdict and increment."""
 
@@ -145,6 +179,8 @@ class MastSeries:
                                     "by type", ("service", "agent", "model", "type"), r)
         self.wasted_cost = Totals("mast_wasted_cost_usd", "USD spent on the model calls that produced repeated "
                                   "steps", ("service", "agent", "model"), r)
+        self._cells: dict[str, dict[str, AgentCells]] = {}  # service -> agent -> cells (as given, not limited)
+        self._kept = 0  # pairs and their cells
 
     def export_increments(self, increments: list[Increment]) -> None:
         for inc in increments:
@@ -170,11 +206,77 @@ class MastSeries:
         if inc.modes or inc.repeated_by_tool or inc.wasted_tokens or inc.wasted_cost:
             self.export_increment(inc)
         limit = self.limit  # its method called natively, not the instance through Python
-        service, agent = limit.value("service", verdict.service), limit.value("agent", verdict.agent)
-        self.traces.add((service, agent))
+        cells = self._agent_cells(verdict.service, verdict.agent)
+        for label in cells.replaced:
+            limit.overflowed(label)
+        cell = cells.traces
+        if cell is None:
+            cell = cells.traces = self.traces.cell((cells.service, cells.agent))
+        cell[0] += 1
         if verdict.findings:
-            self.failing.add((service, agent))
-        for (model, kind), n in verdict.tokens.items():
-            self.tokens.add((service, agent, limit.value("model", model), kind), n)
+            cell = cells.failing
+            if cell is None:
+                cell = cells.failing = self.failing.cell((cells.service, cells.agent))
+            cell[0] += 1
+        for key, n in verdict.tokens.items():
+            cell = cells.tokens.get(key)
+            if cell is None:
+                cell = cells.tokens[key] = self.tokens.cell((cells.service, cells.agent,
+                                                             self._model_label(cells, key[0]), key[1]))
+                self._count_kept(cells)
+            elif cells.replaced_models is not None and key[0] in cells.replaced_models:
+                limit.overflowed("model")
+            cell[0] += n
         for model, usd in verdict.cost.items():
-            self.cost.add((service, agent, limit.value("model", model)), usd)
+            cell = cells.cost.get(model)
+            if cell is None:
+                cell = cells.cost[model] = self.cost.cell((cells.service, cells.agent,
+                                                           self._model_label(cells, model)))
+                self._count_kept(cells)
+            elif cells.replaced_models is not None and model in cells.replaced_models:
+                limit.overflowed("model")
+            cell[0] += usd
+
+    def _model_label(self, cells: AgentCells, model: str) -> str:
+        """The model's label, as limited (a replacement counted, and noted in `cells` to be counted again)."""
+        if cells.replaced_models is None or model not in cells.replaced_models:
+            if self.limit.admits("model", model):
+                return model
+            if cells.replaced_models is None:
+                cells.replaced_models = set()
+            cells.replaced_models.add(model)
+        self.limit.overflowed("model")
+        return OVERFLOW
+
+    def _agent_cells(self, service: str, agent: str) -> AgentCells:
+        """The pair's cells, found or made."""
+        by_agent = self._cells.get(service)
+        if by_agent is None:
+            by_agent = self._cells[service] = {}
+        cells = by_agent.get(agent)
+        if cells is None:
+            limit = self.limit
+            replaced: list[str] = []
+            if not limit.admits("service", service):
+                service_label = OVERFLOW
+                replaced.append("service")
+            else:
+                service_label = service
+            if not limit.admits("agent", agent):
+                agent_label = OVERFLOW
+                replaced.append("agent")
+            else:
+                agent_label = agent
+            cells = by_agent[agent] = AgentCells(service_label, agent_label, replaced)
+            self._count_kept(cells)
+        return cells
+
+    def _count_kept(self, cells: AgentCells) -> None:
+        """One more pair or cell kept; past MAX_KEPT all are forgotten (`cells`' too), to be found again: the totals
+        stay."""
+        self._kept += 1
+        if self._kept > MAX_KEPT:
+            self._cells.clear()
+            cells.tokens.clear()
+            cells.cost.clear()
+            self._kept = 0

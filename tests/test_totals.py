@@ -1,11 +1,17 @@
-"""The Prometheus exporter's own counter and histogram families, as a scrape reads them."""
+"""The Prometheus exporter's own counter and histogram families, as a scrape reads them, and the mast_* totals a
+verdict adds to: label values capped (first come, first kept, the rest `other`, each replacement counted)."""
 
 from __future__ import annotations
+
+from collections import Counter
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from mastwatch.exporter.totals import LatencyHistogram, Totals
+from mastwatch.collector.processor import NO_INCREMENT
+from mastwatch.collector.spend import Waste
+from mastwatch.collector.verdict import Verdict
+from mastwatch.exporter.totals import MAX_KEPT, LabelLimiter, LatencyHistogram, MastSeries, Totals
 
 
 def _samples(registry: CollectorRegistry) -> dict[tuple[str, tuple], float]:
@@ -38,3 +44,57 @@ def test_latency_buckets_are_cumulative_and_inclusive() -> None:
     assert samples[(bucket, (("le", "+Inf"),))] == 4
     assert samples[("mastwatch_classification_latency_seconds_count", ())] == 4
     assert samples[("mastwatch_classification_latency_seconds_sum", ())] == 2.0065
+
+
+def verdict(agent: str, model: str, tokens: int = 10, usd: float = 0.5, service: str = "svc",
+            failing: bool = False) -> Verdict:
+    return Verdict("0" * 32, service, agent, [model], 0, 1, 2, 1, 1, tokens, tokens, usd,
+                   {"FM-1.3": None} if failing else {}, Waste(),  # type: ignore[dict-item]
+                   tokens={(model, "input"): tokens, (model, "output"): 2 * tokens}, cost={model: usd})
+
+
+def series(limit: int) -> tuple[MastSeries, Counter[str], CollectorRegistry]:
+    replaced: Counter[str] = Counter()
+    registry = CollectorRegistry()
+    return MastSeries(registry, LabelLimiter(limit, lambda label: replaced.update([label]))), replaced, registry
+
+
+def samples(registry: CollectorRegistry, name: str) -> dict[tuple[str, ...], float]:
+    return {tuple(s.labels.values()): s.value for metric in registry.collect() for s in metric.samples
+            if s.name == name}
+
+
+def test_labels_past_the_limit_are_other_and_every_replacement_is_counted() -> None:
+    mast, replaced, registry = series(limit=2)
+    runs = [("a1", "m1"), ("a2", "m2"), ("a3", "m3"), ("a1", "m3"), ("a3", "m1"), ("a4", "m2"), ("a3", "m3")]
+    for agent, model in runs:
+        mast.export_verdict(verdict(agent, model, failing=agent == "a3"), NO_INCREMENT)
+    assert samples(registry, "mast_traces_total") == {("svc", "a1"): 2, ("svc", "a2"): 1, ("svc", "other"): 4}
+    assert samples(registry, "mast_failing_traces_total") == {("svc", "other"): 3}
+    assert samples(registry, "mast_tokens_total") == {
+        ("svc", "a1", "m1", "input"): 10, ("svc", "a1", "m1", "output"): 20,
+        ("svc", "a2", "m2", "input"): 10, ("svc", "a2", "m2", "output"): 20,
+        ("svc", "other", "other", "input"): 20, ("svc", "other", "other", "output"): 40,
+        ("svc", "a1", "other", "input"): 10, ("svc", "a1", "other", "output"): 20,
+        ("svc", "other", "m1", "input"): 10, ("svc", "other", "m1", "output"): 20,
+        ("svc", "other", "m2", "input"): 10, ("svc", "other", "m2", "output"): 20}
+    assert samples(registry, "mast_cost_usd_total") == {
+        ("svc", "a1", "m1"): 0.5, ("svc", "a2", "m2"): 0.5, ("svc", "other", "other"): 1.0,
+        ("svc", "a1", "other"): 0.5, ("svc", "other", "m1"): 0.5, ("svc", "other", "m2"): 0.5}
+    # each verdict counts what it replaced: an agent once, a model once per token type and once for its cost
+    assert replaced == {"agent": 4, "model": 3 * 3}
+
+
+def test_what_is_kept_to_find_the_cells_is_bounded_and_the_totals_stay() -> None:
+    mast, _, registry = series(limit=MAX_KEPT * 2)
+    for i in range(MAX_KEPT + 10):  # one pair, ever more models
+        mast.export_verdict(verdict("a", f"m{i}"), NO_INCREMENT)
+    for agent in ("a", "b"):
+        mast.export_verdict(verdict(agent, "m0"), NO_INCREMENT)
+    kept = sum(len(cells.tokens) + len(cells.cost) + 1 for by_agent in mast._cells.values()
+               for cells in by_agent.values())
+    assert kept <= MAX_KEPT
+    traces = samples(registry, "mast_traces_total")
+    assert traces == {("svc", "a"): MAX_KEPT + 11, ("svc", "b"): 1}
+    assert samples(registry, "mast_tokens_total")[("svc", "a", "m0", "input")] == 20
+    assert len(samples(registry, "mast_cost_usd_total")) == MAX_KEPT + 11
