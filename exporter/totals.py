@@ -67,11 +67,7 @@ class Totals:
         registry.register(self)
 
     def add(self, labels: tuple[str, ...], amount: float = 1) -> None:
-        cell = self.values.get(labels)
-        if cell is None:
-            self.values[labels] = [amount]
-        else:
-            cell[0] += amount
+        self.cell(labels)[0] += amount
 
     def cell(self, labels: tuple[str, ...]) -> list[float]:
         """The label set's cell, made at 0 when new: a caller that keeps it adds to it in place."""
@@ -219,34 +215,31 @@ class MastSeries:
                 cell = cells.failing = self.failing.cell((cells.service, cells.agent))
             cell[0] += 1
         for key, n in verdict.tokens.items():
-            cell = cells.tokens.get(key)
-            if cell is None:
-                cell = cells.tokens[key] = self.tokens.cell((cells.service, cells.agent,
-                                                             self._model_label(cells, key[0]), key[1]))
-                self._count_kept(cells)
-            elif cells.replaced_models is not None and key[0] in cells.replaced_models:
-                limit.overflowed("model")
-            cell[0] += n
+            self._model_cell(cells, cells.tokens, key, key[0], self.tokens, key[1])[0] += n
         for model, usd in verdict.cost.items():
-            cell = cells.cost.get(model)
-            if cell is None:
-                cell = cells.cost[model] = self.cost.cell((cells.service, cells.agent,
-                                                           self._model_label(cells, model)))
-                self._count_kept(cells)
-            elif cells.replaced_models is not None and model in cells.replaced_models:
-                limit.overflowed("model")
-            cell[0] += usd
+            self._model_cell(cells, cells.cost, model, model, self.cost, None)[0] += usd
 
-    def _model_label(self, cells: AgentCells, model: str) -> str:
-        """The model's label, as limited (a replacement counted, and noted in `cells` to be counted again)."""
-        if cells.replaced_models is None or model not in cells.replaced_models:
-            if self.limit.admits("model", model):
-                return model
-            if cells.replaced_models is None:
-                cells.replaced_models = set()
-            cells.replaced_models.add(model)
-        self.limit.overflowed("model")
-        return OVERFLOW
+    def _model_cell(self, cells: AgentCells, found: dict[Any, list[float]], key: object, model: str, totals: Totals,
+                    kind: str | None) -> list[float]:
+        """The cell of `key` (in `found`: a model's, or a model's and token type's) in `totals`, found at the key's
+        first verdict, its labels the pair's, the model's as limited, and `kind` if any. A replacement of the model by
+        `other` is counted at every verdict."""
+        known = cells.replaced_models
+        replaced = known is not None and model in known
+        cell = found.get(key)
+        if cell is None:
+            if not replaced and not self.limit.admits("model", model):
+                replaced = True
+                if known is None:
+                    known = cells.replaced_models = set()
+                known.add(model)
+            label = OVERFLOW if replaced else model
+            cell = found[key] = totals.cell((cells.service, cells.agent, label) if kind is None else
+                                            (cells.service, cells.agent, label, kind))
+            self._count_kept(cells)
+        if replaced:
+            self.limit.overflowed("model")
+        return cell
 
     def _agent_cells(self, service: str, agent: str) -> AgentCells:
         """The pair's cells, found or made."""
@@ -255,21 +248,18 @@ class MastSeries:
             by_agent = self._cells[service] = {}
         cells = by_agent.get(agent)
         if cells is None:
-            limit = self.limit
             replaced: list[str] = []
-            if not limit.admits("service", service):
-                service_label = OVERFLOW
-                replaced.append("service")
-            else:
-                service_label = service
-            if not limit.admits("agent", agent):
-                agent_label = OVERFLOW
-                replaced.append("agent")
-            else:
-                agent_label = agent
-            cells = by_agent[agent] = AgentCells(service_label, agent_label, replaced)
+            cells = by_agent[agent] = AgentCells(self._pair_label("service", service, replaced),
+                                                 self._pair_label("agent", agent, replaced), replaced)
             self._count_kept(cells)
         return cells
+
+    def _pair_label(self, label: str, value: str, replaced: list[str]) -> str:
+        """`value` as limited; when replaced by `other`, `label` is added to `replaced` (counted per verdict)."""
+        if self.limit.admits(label, value):
+            return value
+        replaced.append(label)
+        return OVERFLOW
 
     def _count_kept(self, cells: AgentCells) -> None:
         """One more pair or cell kept; past MAX_KEPT all are forgotten (`cells`' too), to be found again: the totals
