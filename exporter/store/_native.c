@@ -41,14 +41,32 @@ reserve(Buffer *b, size_t more)
     return 0;
 }
 
+/* Bytes into room already reserved. */
+static inline void
+append(Buffer *b, const void *data, size_t size)
+{
+    memcpy(b->data + b->size, data, size);
+    b->size += size;
+}
+
+/* A varint (at most 10 bytes) into room already reserved. */
+static inline void
+append_varint(Buffer *b, uint64_t n)
+{
+    while (n >= 0x80) {
+        b->data[b->size++] = (char)(n | 0x80);
+        n >>= 7;
+    }
+    b->data[b->size++] = (char)n;
+}
+
 static int
 put(Buffer *b, const void *data, size_t size)
 {
     if (reserve(b, size) < 0) {
         return -1;
     }
-    memcpy(b->data + b->size, data, size);
-    b->size += size;
+    append(b, data, size);
     return 0;
 }
 
@@ -58,11 +76,7 @@ put_varint(Buffer *b, uint64_t n)
     if (reserve(b, 10) < 0) {
         return -1;
     }
-    while (n >= 0x80) {
-        b->data[b->size++] = (char)(n | 0x80);
-        n >>= 7;
-    }
-    b->data[b->size++] = (char)n;
+    append_varint(b, n);
     return 0;
 }
 
@@ -124,14 +138,8 @@ put_str(Buffer *b, PyObject *value, Py_ssize_t row, Py_ssize_t column)
     if (reserve(b, 10 + (size_t)size) < 0) { /* the length's varint and the bytes */
         return -1;
     }
-    uint64_t n = (uint64_t)size;
-    while (n >= 0x80) {
-        b->data[b->size++] = (char)(n | 0x80);
-        n >>= 7;
-    }
-    b->data[b->size++] = (char)n;
-    memcpy(b->data + b->size, text, (size_t)size);
-    b->size += (size_t)size;
+    append_varint(b, (uint64_t)size);
+    append(b, text, (size_t)size);
     return 0;
 }
 
@@ -151,7 +159,6 @@ static int
 put_number(Buffer *b, int kind, PyObject *value, Py_ssize_t row, Py_ssize_t column)
 {
     int overflow = 0;
-    char *at = b->data + b->size;
     switch (kind) {
     case INT64:
     case UINT32: {
@@ -167,13 +174,11 @@ put_number(Buffer *b, int kind, PyObject *value, Py_ssize_t row, Py_ssize_t colu
         }
         if (kind == INT64) {
             int64_t v = (int64_t)n;
-            memcpy(at, &v, 8);
-            b->size += 8;
+            append(b, &v, 8);
             return 0;
         }
         uint32_t v = n < 0 ? 0 : n > (long long)UINT32_MAX ? UINT32_MAX : (uint32_t)n;
-        memcpy(at, &v, 4);
-        b->size += 4;
+        append(b, &v, 4);
         return 0;
     }
     case UINT64: {
@@ -184,8 +189,7 @@ put_number(Buffer *b, int kind, PyObject *value, Py_ssize_t row, Py_ssize_t colu
         if (v == (uint64_t)-1 && PyErr_Occurred()) {
             return -1;
         }
-        memcpy(at, &v, 8);
-        b->size += 8;
+        append(b, &v, 8);
         return 0;
     }
     case FLOAT32:
@@ -204,13 +208,11 @@ put_number(Buffer *b, int kind, PyObject *value, Py_ssize_t row, Py_ssize_t colu
             break;
         }
         if (kind == FLOAT64) {
-            memcpy(at, &d, 8);
-            b->size += 8;
+            append(b, &d, 8);
             return 0;
         }
         float f = (float)d;
-        memcpy(at, &f, 4);
-        b->size += 4;
+        append(b, &f, 4);
         return 0;
     }
     }
@@ -244,8 +246,7 @@ put_column(Buffer *b, int kind, PyObject *rows, Py_ssize_t column)
                 return -1;
             }
             offset += (uint64_t)PySequence_Fast_GET_SIZE(items);
-            memcpy(b->data + b->size, &offset, 8); /* reserved above */
-            b->size += 8;
+            append(b, &offset, 8); /* reserved above */
         }
         for (Py_ssize_t r = 0; r < n; r++) {
             PyObject *items = PySequence_Fast_GET_ITEM(PyList_GET_ITEM(rows, r), column);
@@ -264,8 +265,8 @@ put_column(Buffer *b, int kind, PyObject *rows, Py_ssize_t column)
         for (Py_ssize_t r = 0; r < n; r++) {
             PyObject *value = PySequence_Fast_GET_ITEM(PyList_GET_ITEM(rows, r), column);
             if (value == Py_None) {
-                memset(b->data + b->size, 0, 4);
-                b->size += 4;
+                static const float zero = 0;
+                append(b, &zero, 4);
             }
             else if (put_number(b, FLOAT32, value, r, column) < 0) {
                 return -1;
@@ -434,8 +435,7 @@ put_parts(Buffer *b, int kind, Part *parts, Py_ssize_t n)
                 uint64_t offset;
                 memcpy(&offset, parts[i].data + at, 8);
                 offset += base;
-                memcpy(b->data + b->size, &offset, 8);
-                b->size += 8;
+                append(b, &offset, 8);
             }
             base += parts[i].items;
         }
