@@ -70,21 +70,18 @@ def _model_id(model: str) -> str:
     return remember(_MODEL_IDS, model, _canonical(text), _CACHE_SIZE)
 
 
-_REASONS: Final[dict[tuple, tuple[str, ...]]] = {}  # finish reasons as given -> canonical (a plain dict: an
+_REASONS: Final[dict[object, tuple[str, ...]]] = {}  # finish reasons as given -> canonical: one by its str (most
+# spans give one: its hash is kept, no tuple is made and hashed per span), several by their tuple (a plain dict: an
 # lru_cache would be a call through Python per span)
-
-
-_REASON: Final[dict[str, tuple[str, ...]]] = {}  # a single finish reason as given -> canonical (most spans give
-# one: a lookup by a str, whose hash is kept, not by a tuple made and hashed per span)
 
 
 def _finish_reasons(finish: Any) -> tuple[str, ...]:
     if type(finish) is list and len(finish) == 1 and type(finish[0]) is str:
         reason: str = finish[0]
-        one = _REASON.get(reason)
+        one = _REASONS.get(reason)
         if one is None:
             made: tuple[str, ...] = (_canonical(reason),)  # (typed so: compiled, a tuple[str] is unboxed, a copy
-            one = remember(_REASON, reason, made, _CACHE_SIZE)  # made per return)
+            one = remember(_REASONS, reason, made, _CACHE_SIZE)  # made per return)
         return one
     key = tuple(finish) if isinstance(finish, list) else (finish,)
     try:
