@@ -128,13 +128,20 @@ def cmd_eval(args: argparse.Namespace, config: Config) -> int:
     from pathlib import Path
 
     from mastwatch.evaluate import (
+        OUTCOME_LABELS,
         EvalError,
         annotator_agreement,
         blind_runs,
+        classify,
         evaluate,
+        format_outcomes,
         format_report,
+        outcome_labelled_runs,
+        outcome_report,
+        outcome_runs,
         real_runs,
         scenario_runs,
+        score,
     )
 
     labels = Path(args.labels)
@@ -143,6 +150,27 @@ def cmd_eval(args: argparse.Namespace, config: Config) -> int:
     tables = []
     try:
         parts = ("dev", "test") if args.split == "all" else (args.split,)
+        if args.corpus in ("outcomes", "all"):
+            runs = outcome_runs(labels, content)
+            found, not_assessed = classify(runs, config.processor)
+            report = outcome_report(runs, found)
+            out["outcomes"] = report
+            tables.append(format_outcomes("runs with a recorded outcome: failed-run prediction (a run predicted "
+                                          "failed when the classifier finds the mode; failed = reward < 1), "
+                                          f"content {args.content}", report))
+            labelled = outcome_labelled_runs(runs, labels)
+            for part in parts if labelled else ():
+                chosen = [r for r in labelled if r.split == part]
+                report = score(chosen, found, not_assessed)
+                out[f"outcomes_labelled_{part}"] = report.to_dict()
+                tables.append(format_report(f"tau2-bench runs against adjudicated labels, {part} split, content "
+                                            f"{args.content}", report))
+            agreement_dir = labels.parent / OUTCOME_LABELS
+            if (agreement_dir / "annotator_a.json").exists():
+                agreement = annotator_agreement(agreement_dir)
+                out["outcomes_annotator_kappa"] = agreement["kappa"]
+                tables.append(f"tau2-bench runs: annotators' Cohen's kappa over {agreement['decisions']} (run, mode) "
+                              f"decisions: {agreement['kappa']:.3f}")
         if args.corpus in ("real", "all"):
             runs = real_runs(labels, content)
             for part in parts:
@@ -276,7 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation = sub.add_parser("eval", help="score the classifier against labelled runs: per mode precision, "
                                 "recall, F1, kappa, confusion")
     _common(evaluation)
-    evaluation.add_argument("--corpus", choices=["real", "scenarios", "blind", "all"], default="all")
+    evaluation.add_argument("--corpus", choices=["outcomes", "real", "scenarios", "blind", "all"], default="all",
+                            help="outcomes: runs with a recorded outcome (failed-run prediction, and per mode "
+                            "against their labels); real, blind: labelled runs; scenarios: generated runs")
     evaluation.add_argument("--split", choices=["dev", "test", "all"], default="all",
                             help="part of the real and blind corpora (default: both, reported apart)")
     evaluation.add_argument("--content", choices=["on", "off"], default="on",

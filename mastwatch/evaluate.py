@@ -31,6 +31,7 @@ from mastwatch.collector.telemetry import NullTelemetry
 from mastwatch.collector.verdict import Verdict
 
 DEFAULT_LABELS = Path("tests/data/labels")
+OUTCOME_LABELS = "tau2-bench-labels"  # beside DEFAULT_LABELS: the adjudicated labels of the runs with outcomes
 NONE = "none"
 
 # Span attributes holding content (messages, tool arguments and results) in the conventions the collector reads.
@@ -87,6 +88,23 @@ class ModeScore:
     @property
     def kappa(self) -> float | None:
         return kappa_from_counts(self.tp, self.fp, self.fn, self.tn)
+
+    @property
+    def mcc(self) -> float:
+        """Matthews correlation; 0 when a row or column of the 2x2 table is empty (a constant answer)."""
+        tp, fp, fn, tn = self.tp, self.fp, self.fn, self.tn
+        denominator = ((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)) ** 0.5
+        return (tp * tn - fp * fn) / denominator if denominator else 0.0
+
+    def add(self, predicted: bool, actual: bool) -> None:
+        if predicted and actual:
+            self.tp += 1
+        elif predicted:
+            self.fp += 1
+        elif actual:
+            self.fn += 1
+        else:
+            self.tn += 1
 
 
 @dataclass
@@ -298,8 +316,8 @@ class _Collector(NullTelemetry):
         pass
 
 
-def classify(runs: Sequence[LabelledRun], config: ProcessorConfig | None = None) -> tuple[dict[str, set[str]],
-                                                                                            list[str]]:
+def classify(runs: Sequence[LabelledRun | OutcomeRun],
+             config: ProcessorConfig | None = None) -> tuple[dict[str, set[str]], list[str]]:
     """run -> modes found (over all its traces), and the modes the classifier does not assess."""
     collector = _Collector()
     processor = Processor(config or ProcessorConfig(), [collector], collector)
@@ -363,3 +381,116 @@ def format_report(title: str, report: Report) -> str:
     pairs = [f"{p}→{g}:{n}" for (p, g), n in sorted(report.confusion.items()) if (p, g) != (NONE, NONE)]
     lines.append("confusion (predicted→labelled: runs): " + (", ".join(pairs) or "-"))
     return "\n".join(lines)
+
+
+# --- outcomes: failed-run prediction, no labels needed ------------------------------------------------------
+
+FC3 = frozenset({"FM-3.1", "FM-3.2", "FM-3.3"})
+TASK_DEV_BELOW = 128  # first byte of SHA-256("domain/task id") below this: dev (about half the tasks)
+
+
+def task_split(domain: str, task_id: str) -> str:
+    """dev | test of a run, by its task: a task recurs across runs and agents, and is never in both parts."""
+    return "dev" if hashlib.sha256(f"{domain}/{task_id}".encode()).digest()[0] < TASK_DEV_BELOW else "test"
+
+
+@dataclass
+class OutcomeRun:
+    run_id: str
+    spans: list[SpanRecord]
+    failed: bool  # the recorded outcome: reward below 1
+    domain: str
+    agent: str
+    split: str  # dev | test, by task
+    tool_calls: int
+
+
+def outcome_runs(labels_dir: Path, content: bool = True) -> list[OutcomeRun]:
+    """The runs of a checkout's tests/data that carry an outcome (tau2-bench and tau2 results)."""
+    from mastwatch.collector.receiver.decode import records
+
+    runs = []
+    for _, run_id, request, outcome in _corpus_module(labels_dir).outcome_corpus(labels_dir.parent):
+        spans = records(request).spans
+        calls = sum(s.attributes.get("gen_ai.operation.name") == "execute_tool" for s in spans)
+        runs.append(OutcomeRun(run_id, spans if content else without_content(spans), outcome["reward"] < 1,
+                               outcome["domain"], outcome["agent"], task_split(outcome["domain"], outcome["task_id"]),
+                               calls))
+    return runs
+
+
+PREDICTORS = ("FC3", "any mode", "tool calls > median")
+
+
+def _outcome_scores(runs: Sequence[OutcomeRun], found: dict[str, set[str]]) -> dict[str, ModeScore]:
+    """Failed-run prediction by a run's FC3 findings, by any finding, and by the baseline of making more tool
+    calls than the group's median run."""
+    calls = sorted(r.tool_calls for r in runs)
+    median = calls[len(calls) // 2] if calls else 0
+    scores = {name: ModeScore() for name in PREDICTORS}
+    for run in runs:
+        modes = found[run.run_id]
+        scores["FC3"].add(bool(modes & FC3), run.failed)
+        scores["any mode"].add(bool(modes), run.failed)
+        scores["tool calls > median"].add(run.tool_calls > median, run.failed)
+    return scores
+
+
+def outcome_report(runs: Sequence[OutcomeRun], found: dict[str, set[str]]) -> dict[str, Any]:
+    """Per part (dev, test, all) and group (all runs, each domain, each agent): runs, failed runs, and
+    precision, recall, F1 and MCC of each predictor; and how often each mode is found in failed and passed runs."""
+    def r(x: float | None) -> float | None:
+        return None if x is None else round(x, 3)
+
+    out: dict[str, Any] = {}
+    for part in ("dev", "test", "all"):
+        chosen = [run for run in runs if part in ("all", run.split)]
+        groups = {"all": chosen}
+        for key in ("domain", "agent"):
+            for value in sorted({getattr(run, key) for run in chosen}):
+                groups[f"{key}={value}"] = [run for run in chosen if getattr(run, key) == value]
+        table = {}
+        for name, members in groups.items():
+            scores = _outcome_scores(members, found)
+            table[name] = {"runs": len(members), "failed": sum(m.failed for m in members)} | {
+                predictor: {"precision": r(s.precision), "recall": r(s.recall), "f1": r(s.f1), "mcc": r(s.mcc),
+                            "tp": s.tp, "fp": s.fp, "fn": s.fn, "tn": s.tn}
+                for predictor, s in scores.items()}
+        failed = [run for run in chosen if run.failed]
+        passed = [run for run in chosen if not run.failed]
+        table["modes"] = {code: {"in_failed": sum(code in found[x.run_id] for x in failed),
+                                 "in_passed": sum(code in found[x.run_id] for x in passed)} for code in MODES}
+        out[part] = table
+    return out
+
+
+def format_outcomes(title: str, report: dict[str, Any]) -> str:
+    head = (f"{'part':4} {'group':44} {'runs':>4} {'fail':>4} |"
+            + "|".join(f" {p:^23} " for p in PREDICTORS))
+    sub = f"{'':4} {'':44} {'':4} {'':4} |" + "|".join(f" {'prec  rec   F1  MCC':^23} " for _ in PREDICTORS)
+    lines = [title, head, sub]
+    for part, table in report.items():
+        for group, row in table.items():
+            if group == "modes":
+                continue
+            cells = "|".join(f" {_fmt(row[p]['precision'])} {_fmt(row[p]['recall'])} {_fmt(row[p]['f1'])} "
+                             f"{row[p]['mcc']:5.2f} " for p in PREDICTORS)
+            group = group if len(group) <= 44 else group[:21] + "…" + group[-22:]
+            lines.append(f"{part:4} {group:44} {row['runs']:4d} {row['failed']:4d} |{cells}")
+        failed, passed = table["all"]["failed"], table["all"]["runs"] - table["all"]["failed"]
+        found = [f"{code} {m['in_failed']}/{failed} vs {m['in_passed']}/{passed}"
+                 for code, m in table["modes"].items() if m["in_failed"] or m["in_passed"]]
+        lines.append(f"{part:4} modes found in failed vs passed runs: " + (", ".join(found) or "none"))
+    return "\n".join(lines)
+
+
+def outcome_labelled_runs(runs: Sequence[OutcomeRun], labels_dir: Path) -> list[LabelledRun]:
+    """The outcome runs labelled in `tau2-bench-labels/final.json` beside `labels_dir`, split by task."""
+    path = labels_dir.parent / OUTCOME_LABELS / "final.json"
+    if not path.exists():
+        return []
+    labels = load_labels(path)
+    by_id = {run.run_id: run for run in runs}
+    if missing := set(labels) - set(by_id):
+        raise EvalError(f"labels {path}: runs not in the corpus {sorted(missing)[:3]}")
+    return [LabelledRun(run_id, by_id[run_id].spans, modes, by_id[run_id].split) for run_id, modes in labels.items()]

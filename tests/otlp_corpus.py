@@ -765,3 +765,33 @@ def _hexify(obj: dict[str, Any]) -> None:
 def to_otlp_json_line(request: ExportTraceServiceRequest) -> str:
     """One line as the Collector ``file`` exporter writes it (OTLP/JSON)."""
     return json.dumps(to_otlp_json(request), ensure_ascii=False, separators=(",", ":"))
+
+
+# --- runs with a recorded outcome -----------------------------------------------------------
+
+
+def tau2_outcomes(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Run id -> what tau2-bench recorded of a simulation: ``domain``, ``agent`` (the agent's model, with
+    ``(no user)`` when it worked alone), ``task_id`` and ``reward`` (1 = the task was done right)."""
+    data = json.loads(Path(path).read_text())
+    info = data["info"]
+    agent = info["agent_info"]["llm"]
+    if (info.get("user_info") or {}).get("implementation") == "dummy_user":
+        agent += " (no user)"
+    domain = info["environment_info"]["domain_name"]
+    return {
+        sim["id"]: {"domain": domain, "agent": agent, "task_id": str(sim["task_id"]),
+                    "reward": float((sim.get("reward_info") or {}).get("reward") or 0.0)}
+        for sim in data["simulations"]
+    }
+
+
+def outcome_corpus(data_dir: Path = DATA_DIR) -> list[tuple[str, str, ExportTraceServiceRequest, dict[str, Any]]]:
+    """``(source, run_id, request, outcome)`` for every run in ``tests/data`` that carries an outcome: the
+    tau2-bench results (``runs/tau2-bench``) and the smaller tau2 runs (``runs/tau2``)."""
+    out = []
+    for source in ("tau2-bench", "tau2"):
+        for path in sorted((data_dir / "runs" / source).glob("*.json")):
+            outcomes = tau2_outcomes(path)
+            out += [(source, run_id, request, outcomes[run_id]) for run_id, request in tau2_requests(path)]
+    return out
