@@ -57,6 +57,12 @@ class Step:
     cache_read_tokens: int
     cache_write_tokens: int
     conversation_id: str | None
+    # Content read by detectors (content capture on), each at most TEXT_CHARS long
+    said: str | None  # the model's text output, without its tool calls
+    user_text: str | None  # what the user said since the model's last turn (in the model call's input)
+    result_text: str | None  # the tool's result as text
+    tool_calls: int  # tool calls the model's output asks for (0 when not captured)
+    rules: int  # the rules the agent's instructions state (normalize.instructions bits; 0: none known)
 
     def __init__(self, trace_id: bytes, span_id: bytes, parent_span_id: bytes, kind: StepKind, name: str,
                  start_ns: int, end_ns: int, service: str, *, agent: str | None = None, model: str | None = None,
@@ -76,6 +82,8 @@ class Step:
         self.finish_reasons, self.input_tokens, self.output_tokens = finish_reasons, input_tokens, output_tokens
         self.cache_read_tokens, self.cache_write_tokens = cache_read_tokens, cache_write_tokens
         self.conversation_id = conversation_id
+        self.said = self.user_text = self.result_text = None
+        self.tool_calls = self.rules = 0
 
     @property
     def span_hex(self) -> str:

@@ -13,6 +13,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyVa
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 from mastwatch.collector.content import PREVIEW_CHARS
+from mastwatch.collector.normalize.draft import FIELDS
 from mastwatch.collector.normalize import normalize_span
 from mastwatch.collector.normalize.attributes import any_value, attributes
 from mastwatch.collector.receiver.decode import SpanRecord, decode
@@ -127,7 +128,21 @@ OPTIONAL_KEYS = {
     "gen_ai.completion.0.finish_reason": ("chat", "length", lambda s: s.finish_reasons == ("length",)),
     "error.type": ("chat", "Timeout", lambda s: s.error_type == "Timeout"),
     "gen_ai.conversation.id": ("chat", "c-1", lambda s: s.conversation_id == "c-1"),
+    "gen_ai.input.messages": ("chat", '[{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]',
+                              lambda s: s.user_text == "hi"),
+    "gen_ai.system_instructions": ("chat", "Make only one tool call at a time.", lambda s: s.rules == 1),
 }
+
+
+def test_the_users_last_turn_is_read_from_the_tail_of_a_long_history() -> None:
+    turn = [{"role": "user", "parts": [{"type": "text", "content": "my order is #W1"}]},
+            {"role": "assistant", "parts": [{"type": "text", "content": "x" * 5000}]},
+            {"role": "tool", "parts": [{"type": "tool_call_response", "id": "1", "response": "ok"}]},
+            {"role": "user", "parts": [{"type": "text", "content": "yes, go ahead"}]}]
+    s = step("chat x", {"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(turn)})
+    assert s.user_text == "yes, go ahead"
+    s = step("chat x", {"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(turn[:3])})
+    assert s.user_text is None  # nothing said by the user since the model's last turn
 
 
 def test_every_optional_genai_key_is_read() -> None:
@@ -689,7 +704,7 @@ def test_c_genai_reader_checks_its_spec() -> None:
         configure(genai.SPEC)
     with pytest.raises(TypeError):
         values([], "x", 0)  # type: ignore[arg-type]
-    assert values({}, "x", 0) == [None] * 16
+    assert values({}, "x", 0) == [None] * FIELDS
 
 
 def test_one_str_is_kept_per_text_and_the_table_is_bounded() -> None:

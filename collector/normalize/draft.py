@@ -22,14 +22,18 @@ CACHE_READ_TOKENS: Final = 12
 CACHE_WRITE_TOKENS: Final = 13
 FINISH_REASONS: Final = 14
 ERROR_TYPE: Final = 15
-FIELDS: Final = 16
+USER_TEXT: Final = 16  # what the user said since the model's last turn (content capture on)
+SAID: Final = 17  # the text of the model's output, without its tool calls (content capture on)
+TOOL_CALLS: Final = 18  # how many tool calls the model's output asks for (content capture on)
+RULES: Final = 19  # the rules the agent's instructions state (normalize.instructions)
+FIELDS: Final = 20
 
 
 class Draft:
     def __init__(self, present: int = 0) -> None:
         self.present = present  # the bits of genai.OPTIONAL whose keys the span has
         self.values: list[Any] = [None, None, None, None, None, None, None, None, None, None, None, None, None, None,
-                                   None, None]  # FIELDS (a literal builds quicker than a repeat)
+                                   None, None, None, None, None, None]  # FIELDS (a literal builds quicker than a repeat)
         self.empty = True  # nothing offered yet
 
     def offer(self, field: int, value: Any) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..content import as_json
+from ..content import TEXT_CHARS, as_json
 from ..steps import AGENT, LLM, OTHER, TOOL, StepKind
 from . import draft as field
 from .draft import Draft
+from .instructions import rules_of
 
 LLM_OPERATIONS: Final = frozenset({"chat", "generate_content", "text_completion", "completion",
                                    "call_llm"})  # call_llm: any-agent
@@ -43,6 +44,8 @@ TOOL_CALL_ID_KEY: Final = "gen_ai.tool.call.id"
 FINISH_KEY: Final = "gen_ai.response.finish_reasons"
 ERROR_TYPE_KEY: Final = "error.type"
 CONVERSATION_KEY: Final = "gen_ai.conversation.id"
+INPUT_MESSAGES_KEY: Final = "gen_ai.input.messages"
+INSTRUCTIONS_KEY: Final = "gen_ai.system_instructions"
 TOOL_PREFIX: Final = "execute_tool "  # of a tool span's name: `execute_tool {name}`
 _OUTPUT: Final = "gen_ai.output"  # any-agent: a tool's result, or a model's output text
 _LEGACY_COMPLETION: Final = ("gen_ai.completion.0.content", "gen_ai.completion.0.tool_calls.0.name")
@@ -62,6 +65,8 @@ CONVERSATION: Final = 256
 AGENT_NAME: Final = 512
 REQUEST_MODEL: Final = 1024  # absent from tool and agent spans
 ARGUMENTS: Final = 2048
+INPUT_MESSAGES: Final = 4096
+INSTRUCTIONS: Final = 8192
 OPTIONAL: Final[dict[str, int]] = {
     RESPONSE_MODEL_KEY: RESPONSE_MODEL, AGENT_NAME_KEY: AGENT_NAME, REQUEST_MODEL_KEY: REQUEST_MODEL,
     **dict.fromkeys(TOOL_ARGUMENTS, ARGUMENTS), **dict.fromkeys(TOOL_RESULTS, RESULT),
@@ -69,7 +74,7 @@ OPTIONAL: Final[dict[str, int]] = {
     **dict.fromkeys(_LEGACY_COMPLETION, LEGACY_COMPLETION),
     **dict.fromkeys((k for _, keys in _CACHE_TOKENS for k in keys), CACHE_TOKENS),
     **dict.fromkeys((FINISH_KEY, _LEGACY_FINISH), FINISH), ERROR_TYPE_KEY: ERROR,
-    CONVERSATION_KEY: CONVERSATION}
+    CONVERSATION_KEY: CONVERSATION, INPUT_MESSAGES_KEY: INPUT_MESSAGES, INSTRUCTIONS_KEY: INSTRUCTIONS}
 
 MARKERS: Final = frozenset({OPERATION_KEY, SYSTEM_KEY, PROVIDER_KEY, TOOL_NAME_KEY,
                             INPUT_TOKEN_KEYS[0]})  # a span with any of these is read by this module
@@ -97,7 +102,7 @@ SPEC: Final[dict[str, object]] = {
     "slot_finish_reasons": field.FINISH_REASONS, "slot_error_type": field.ERROR_TYPE,
     "bit_response_model": RESPONSE_MODEL, "bit_agent_name": AGENT_NAME, "bit_request_model": REQUEST_MODEL,
     "bit_arguments": ARGUMENTS, "bit_cache_tokens": CACHE_TOKENS, "bit_finish": FINISH, "bit_error": ERROR,
-    "bit_conversation": CONVERSATION, "bits_out_of_scope": RESULT | IO | OUTPUT_MESSAGES | LEGACY_COMPLETION}
+    "bit_conversation": CONVERSATION, "bits_out_of_scope": RESULT | IO | OUTPUT_MESSAGES | LEGACY_COMPLETION | INPUT_MESSAGES | INSTRUCTIONS}
 
 
 def _kind(op: str | None, attrs: dict[str, Any]) -> StepKind | None:
@@ -108,12 +113,18 @@ def _kind(op: str | None, attrs: dict[str, Any]) -> StepKind | None:
     return TOOL if TOOL_NAME_KEY in attrs else None
 
 
-def _output_text(messages: Any) -> str | None:
-    """Model output as one comparable text: text parts and tool calls, in order."""
+def _output(messages: Any, draft: Draft) -> str | None:
+    """Model output as one comparable text (text parts and tool calls, in order, returned), and apart its text
+    and the number of tool calls it asks for (offered)."""
     messages = as_json(messages)
     if not isinstance(messages, list):
-        return messages if isinstance(messages, str) else None
+        if isinstance(messages, str):
+            draft.offer(field.SAID, messages[:TEXT_CHARS])
+            return messages
+        return None
     pieces: list[str] = []
+    said: list[str] = []
+    calls = 0
     for message in messages:
         if not isinstance(message, dict):
             continue
@@ -121,12 +132,57 @@ def _output_text(messages: Any) -> str | None:
             if not isinstance(part, dict):
                 continue
             if part.get("type") == "text":
-                pieces.append(str(part.get("content", "")))
+                text = str(part.get("content", ""))
+                pieces.append(text)
+                said.append(text)
             elif part.get("type") == "tool_call":
                 pieces.append(f"tool_call {part.get('name')} {part.get('arguments')}")
+                calls += 1
         if "content" in message and "parts" not in message:  # older flat form
             pieces.append(str(message["content"]))
+            said.append(str(message["content"]))
+        calls += len(message.get("tool_calls") or ())
+    if said:
+        draft.offer(field.SAID, "\n".join(said)[:TEXT_CHARS])
+    draft.offer(field.TOOL_CALLS, calls)
     return "\n".join(pieces) if pieces else None
+
+
+def _user_turn(messages: Any) -> str | None:
+    """The user's text after the last assistant message of a model call's input (the turn it answers), or None.
+    Only the history's tail is read: a long history is cut at its last assistant message before parsing."""
+    if isinstance(messages, str) and len(messages) > TEXT_CHARS:
+        cut = messages.rfind('"assistant"')
+        start = messages.rfind("{", 0, cut) if cut > 0 else -1
+        if start > 0:
+            tail = as_json("[" + messages[start:])
+            if isinstance(tail, list):
+                messages = tail
+    messages = as_json(messages)
+    if not isinstance(messages, list):
+        return None
+    texts: list[str] = []
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        if role == "assistant":
+            texts.clear()
+        elif role == "user":
+            parts = message.get("parts")
+            if parts is None and isinstance(message.get("content"), str):
+                texts.append(message["content"])
+            for part in parts or ():
+                if isinstance(part, dict) and part.get("type") == "text":
+                    texts.append(str(part.get("content", "")))
+    return "\n".join(texts)[:TEXT_CHARS] if texts else None
+
+
+def _instructions_text(value: Any) -> str | None:
+    value = as_json(value)
+    if isinstance(value, list):
+        return "\n".join(str(p.get("content", "")) if isinstance(p, dict) else str(p) for p in value)
+    return value if isinstance(value, str) else None
 
 
 def _legacy_completion(attrs: dict[str, Any]) -> str | None:
@@ -185,7 +241,9 @@ def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
     if kind is not TOOL and kind is not AGENT:  # a model call, or not known yet
         output = None
         if present & OUTPUT_MESSAGES and (messages := attrs.get("gen_ai.output.messages")) is not None:
-            output = _output_text(messages)
+            output = _output(messages, draft)
+        if present & INPUT_MESSAGES and (messages := attrs.get(INPUT_MESSAGES_KEY)) is not None:
+            draft.offer(field.USER_TEXT, _user_turn(messages))
         if output is None and present & LEGACY_COMPLETION:
             output = _legacy_completion(attrs)
         if output is None and present & IO and kind is LLM and isinstance(attrs.get(_OUTPUT), str):  # any-agent
@@ -195,6 +253,8 @@ def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
         _tokens(attrs, draft, _TOKENS)
         if present & CACHE_TOKENS:
             _tokens(attrs, draft, _CACHE_TOKENS)
+    if present & INSTRUCTIONS and kind is not TOOL and (text := _instructions_text(attrs.get(INSTRUCTIONS_KEY))):
+        draft.offer(field.RULES, rules_of(text))
     if present & FINISH:
         finish = attrs.get(FINISH_KEY)
         if type(finish) is str:  # a JSON string where arrays are flattened

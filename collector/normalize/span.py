@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from ..bounded import remember
-from ..content import PREVIEW_CHARS, Content, collapse, fingerprint, preview
+from ..content import PREVIEW_CHARS, TEXT_CHARS, Content, collapse, fingerprint, preview
 from ..steps import LLM, OTHER, TOOL, Step
 from . import _genai, _strings, genai, langfuse, openinference, openllmetry, vercel
 from . import draft as field
@@ -204,11 +204,20 @@ def normalize_span(span: SpanRecord) -> Step:
         step.args = Content(args)
     if (result := values[field.RESULT]) is not None:
         step.result = Content(result, verbatim=True)
+        step.result_text = (result if type(result) is str else str(result))[:TEXT_CHARS]
     if (output := values[field.OUTPUT]) is not None:
         text = str(output)
         step.output_fingerprint = fingerprint(collapse(text))
         step.output_chars = len(text)
         step.output_preview = preview(text)
+    if (said := values[field.SAID]) is not None:
+        step.said = said
+    if (user_text := values[field.USER_TEXT]) is not None:
+        step.user_text = user_text
+    if (calls := values[field.TOOL_CALLS]) is not None:
+        step.tool_calls = calls
+    if (rules := values[field.RULES]) is not None:
+        step.rules = rules
     if kind is LLM:  # tokens from inference spans only: agent spans repeat their children's sums
         step.input_tokens = _int(values[field.INPUT_TOKENS])
         step.output_tokens = _int(values[field.OUTPUT_TOKENS])

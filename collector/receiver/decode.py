@@ -39,9 +39,8 @@ UNKNOWN_SERVICE = "unknown_service"
 # never reads (tests/test_decode.py fails if a normaliser names one). Model outputs, tool arguments and
 # results, input.value / output.value and langfuse.observation.* are read and must never be listed here.
 UNREAD_KEYS: frozenset[str] = frozenset({
-    # OpenTelemetry GenAI conventions (opt-in content)
-    "gen_ai.input.messages",  # the whole prompt history, on every model call
-    "gen_ai.system_instructions",
+    # OpenTelemetry GenAI conventions (opt-in content; gen_ai.input.messages and gen_ai.system_instructions are read:
+    # the user's last turn and the agent's rules)
     "gen_ai.tool.definitions",
     "gen_ai.prompt",  # deprecated, a JSON string
     # OpenInference

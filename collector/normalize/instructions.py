@@ -1,0 +1,34 @@
+"""Rules an agent's instructions (`gen_ai.system_instructions`, a system message) state, as bits a detector can
+test: a run is judged against what its agent was told. Read once per distinct text (a bounded cache): every
+model call of a run carries the same instructions."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from ..bounded import remember
+
+ONE_CALL_AT_A_TIME: Final = 1  # at most one tool call per model turn, and no text to the user beside it
+CONFIRM_FIRST: Final = 2  # explicit confirmation from the user before an action that changes state
+
+_ONE_CALL: Final = re.compile(
+    r"\b(only|at most|no more than|just)\s+(make|call|use|issue)?\s*(one|a single|1)\s+(tool|function)[ _-]?"
+    r"(call|invocation)s?\s+(at a time|per (turn|message|response)|at once)", re.IGNORECASE)
+_CONFIRM: Final = re.compile(
+    r"\b(explicit|explicitly)\b[^.\n]{0,40}\b(confirm|confirmation|consent|approval|yes)\b|"
+    r"\b(confirm|confirmation|consent|approval)\b[^.\n]{0,60}\bbefore\b[^.\n]{0,40}\b(action|change|updat|modif|"
+    r"cancel|book|delet|writ|proceed|execut)|"
+    r"\bbefore\b[^.\n]{0,60}\b(action|change|updat|modif|cancel|book|delet|writ)\w*[^.\n]{0,80}\b(must|need to|"
+    r"have to|should)\b[^.\n]{0,30}\b(confirm|confirmation|consent|approval)", re.IGNORECASE)
+_KNOWN: Final[dict[str, int]] = {}
+_CACHE_LIMIT: Final = 256
+
+
+def rules_of(text: str) -> int:
+    """The rule bits `text` states (0: none)."""
+    known = _KNOWN.get(text)
+    if known is not None:
+        return known
+    rules = (ONE_CALL_AT_A_TIME if _ONE_CALL.search(text) else 0) | (CONFIRM_FIRST if _CONFIRM.search(text) else 0)
+    return remember(_KNOWN, text, rules, _CACHE_LIMIT)
