@@ -90,7 +90,6 @@ class ProcessorConfig(BaseModel):
 class TaskSpecificationSettings(DetectorSettings):
     """FM-1.1"""
 
-    enabled: bool = False
     confirm_tools: list[str] = Field(default_factory=list,
                                      description="tool patterns that need the user's confirmation first")
 

@@ -61,6 +61,7 @@ class Step:
     said: str | None  # the model's text output, without its tool calls
     user_text: str | None  # what the user said since the model's last turn (in the model call's input)
     result_text: str | None  # the tool's result as text
+    args_text: str | None  # the tool's arguments as text
     tool_calls: int  # tool calls the model's output asks for (0 when not captured)
     rules: int  # the rules the agent's instructions state (normalize.instructions bits; 0: none known)
 
@@ -82,7 +83,7 @@ class Step:
         self.finish_reasons, self.input_tokens, self.output_tokens = finish_reasons, input_tokens, output_tokens
         self.cache_read_tokens, self.cache_write_tokens = cache_read_tokens, cache_write_tokens
         self.conversation_id = conversation_id
-        self.said = self.user_text = self.result_text = None
+        self.said = self.user_text = self.result_text = self.args_text = None
         self.tool_calls = self.rules = 0
 
     @property

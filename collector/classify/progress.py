@@ -14,8 +14,11 @@ from .signals import (
     CONTENT,
     STRUCTURE,
     asks_for_tools,
+    claims_all_done,
     claims_success,
     explains_failure,
+    gives_up,
+    hands_over,
     tool_error,
     transient,
     unhealthy,
@@ -25,8 +28,8 @@ from .tools import READ_ONLY, STATE_CHANGING, ToolClassifier
 
 class Progress(SharedState):
     __slots__ = ("checks_after_write", "ended", "error", "error_basis", "error_known", "explained", "failed_check",
-                 "failed_check_basis", "failures", "last_llm", "last_tool", "limit", "llm_calls", "seen", "tool_calls",
-                 "tools", "unseen_tool", "write")
+                 "failed_check_basis", "failures", "handed_over", "handover", "last_llm", "last_said", "last_tool",
+                 "limit", "llm_calls", "seen", "tool_calls", "tools", "unseen_tool", "write")
 
     def __init__(self, tools: ToolClassifier) -> None:
         super().__init__()
@@ -52,6 +55,9 @@ class Progress(SharedState):
         self.limit: Step | None = None  # a step stopped by the framework's limit (FM-1.5 explains the ending)
         self.seen: Step | None = None
         self.ended: tuple[Step | None, Ending | None] | None = None  # (step last seen, the ending judged then)
+        self.last_said: Step | None = None  # the last model call that said something (content capture on)
+        self.handover: Step | None = None  # the last call handing the run over to a person
+        self.handed_over: tuple[Step | None, list[Ending]] | None = None  # (step last seen, handover() then)
 
     def observe(self, step: Step) -> None:
         if step is self.seen:  # a detector sharing this state already fed it
@@ -62,6 +68,8 @@ class Progress(SharedState):
         if step.kind is LLM:
             self.llm_calls += 1
             self.last_llm = step
+            if step.said:
+                self.last_said = step
             self.unseen_tool = False
             error = self.error
             if error is not None and error is self.last_tool and self.explained is not error and \
@@ -73,6 +81,8 @@ class Progress(SharedState):
     def _tool(self, step: Step) -> None:
         self.tool_calls += 1
         before, self.last_tool = self.last_tool, step
+        if hands_over(step.tool):
+            self.handover = step
         last_llm = self.last_llm
         self.unseen_tool = last_llm is not None and asks_for_tools(last_llm)
         basis = tool_error(step)
@@ -180,6 +190,35 @@ def _ending(p: Progress) -> Ending | None:
     return None
 
 
+def handover(p: Progress) -> list[Ending]:
+    """How a run handed over to a person ended it (content capture on: the handover's arguments and what the model
+    said last): FM-3.1 when it gave up, the reason saying the problem is still there without naming a cause the
+    agent cannot remove (a rule, a locked account); FM-3.3 when it claims every step was done, a check nobody can
+    see and the reason to hand over contradicts. Only a handover that is the run's last tool call counts."""
+    if p.handed_over is None or p.handed_over[0] is not p.seen:
+        p.handed_over = (p.seen, _handover(p))
+    return p.handed_over[1]
+
+
+def _handover(p: Progress) -> list[Ending]:
+    step = p.handover
+    if step is None or step is not p.last_tool or p.limit is not None:
+        return []
+    said = p.last_said
+    reason = step.args_text or ""
+    if said is not None and said.end_ns <= step.end_ns and said.said:
+        reason = f"{said.said}\n{reason}"
+    evidence = [step] if said is None else [said, step]
+    out = []
+    if reason and gives_up(reason):
+        out.append(Ending("FM-3.1", 0.7, CONTENT, evidence, f"handed over with {step.tool} while the problem was "
+                          "still there, naming no cause it could not remove itself"))
+    if reason and claims_all_done(reason):
+        out.append(Ending("FM-3.3", 0.7, CONTENT, evidence, f"handed over with {step.tool} claiming every step was "
+                          "done while the problem was still there"))
+    return out
+
+
 def shared_progress(detector: Detector) -> Progress:
     """The trace's Progress, shared by the detectors that judge its ending."""
     return shared(detector, "progress", lambda: Progress(detector.tools))
@@ -202,5 +241,7 @@ class EndingDetector(Detector):
     def finish(self) -> Finding | None:
         end = ending(self.progress)
         if end is None or end.code != self.code:
-            return None
+            end = next((h for h in handover(self.progress) if h.code == self.code), None)
+            if end is None:
+                return None
         return Finding(self.code, end.confidence, [s.span_id for s in end.evidence], end.reason, end.basis)

@@ -79,6 +79,32 @@ _STATED_TOOL: Final = re.compile(
     r"query|check|try)(?: the)?) `?([A-Za-z]\w*_\w+|[a-z]+[A-Z]\w*)`?")
 
 
+# A tool handing the conversation over to a person (transfer_to_human_agents, escalate_ticket, ...).
+_HANDS_OVER: Final = re.compile(r"human|escalat|representative|live_?agent|operator|supervisor", re.IGNORECASE)
+# Why a run is handed over: the problem is still there ("despite ...", "still fails", "needs further support") ...
+_PERSISTS: Final = re.compile(
+    r"\b(despite|persist\w*|still (not|unable|cannot|can't|fails?|failing|has no|have no|having|experienc\w+|"
+    r"showing|shows|no)|continues? to (fail|be|have|show|experienc\w+)|not (yet )?(resolved|working|fixed)|"
+    r"unresolved|remains? (unresolved|down|broken|unable|the same)|further (technical |advanced )?(assistance|"
+    r"support|troubleshooting|investigation|help)|advanced (technical )?(support|troubleshooting|assistance)|"
+    r"unable to (resolve|fix|restore|get))", re.IGNORECASE)
+# ... unless it names a cause the agent cannot remove (a locked SIM, a rule, an expired contract).
+_BLOCKED: Final = re.compile(
+    r"\b(locked|cannot be (resumed|lifted|restored|changed|modified|cancell?ed|processed|refunded|unlocked|"
+    r"reactivated|done)|can ?not (resume|lift|restore|unlock|reactivate)|not eligible|ineligible|expired|"
+    r"in the past|not (allowed|permitted|possible)|against (the |our )?polic\w+|polic(y|ies) (does not|doesn't|"
+    r"do not|don't) (allow|permit)|out of scope|outside (my|the agent's|our) scope|requires? (a )?(human|manual|"
+    r"supervisor)|only a human|hardware|physical(ly)? damage|replacement)\b", re.IGNORECASE)
+# A claim that every step was tried: a verification no one can see.
+_EXHAUSTED: Final = re.compile(
+    r"\ball (the |of the )?(standard |necessary |available |basic |possible |recommended |usual |relevant |"
+    r"applicable |typical )*(troubleshooting |diagnostic )?(steps|options|fixes|solutions|checks|measures)"
+    r"( \w+){0,3}? (have been |were |are )?(completed|exhausted|tried|taken|performed|done|attempted|followed|"
+    r"checked)|\bexhausted (all|every)|\b(tried|completed|attempted|performed|done) (all|every) "
+    r"(the )?(standard |available |possible |basic |recommended )*(troubleshooting |diagnostic )?"
+    r"(steps?|options?|fix(es)?|solutions?)|after all (the )?(troubleshooting |standard )*steps", re.IGNORECASE)
+
+
 # A log reader's result is what the system logged: its error lines are data, not the call failing. Only a
 # failure of the call itself counts there (the pod or file not found, access denied, the reader timing out).
 _LOG_WORDS: Final = frozenset({"log", "logs", "journal", "journalctl", "syslog", "events"})
@@ -182,3 +208,18 @@ def stated_tool(step: Step) -> str | None:
         return None
     match = _STATED_TOOL.search(step.output_preview)
     return match.group(1) if match else None
+
+
+def hands_over(tool: str | None) -> bool:
+    """Whether a tool hands the conversation over to a person (its name says so)."""
+    return tool is not None and _HANDS_OVER.search(tool) is not None
+
+
+def gives_up(text: str) -> bool:
+    """A handover reason saying the problem is still there, without a cause the agent could not remove."""
+    return _PERSISTS.search(text) is not None and _BLOCKED.search(text) is None
+
+
+def claims_all_done(text: str) -> bool:
+    """Text claiming every step or check was done ("all troubleshooting steps have been completed")."""
+    return _EXHAUSTED.search(text) is not None

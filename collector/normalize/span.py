@@ -202,6 +202,7 @@ def normalize_span(span: SpanRecord) -> Step:
     step.conversation_id = values[field.CONVERSATION_ID]
     if (args := values[field.ARGS]) is not None:
         step.args = Content(args)
+        step.args_text = (args if type(args) is str else str(args))[:TEXT_CHARS]
     if (result := values[field.RESULT]) is not None:
         step.result = Content(result, verbatim=True)
         step.result_text = (result if type(result) is str else str(result))[:TEXT_CHARS]

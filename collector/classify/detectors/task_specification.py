@@ -1,16 +1,32 @@
 """FM-1.1 Disobey task specification: a step the task's rules forbid.
 
-Needs the rules configured: `confirm_tools` are tool patterns that must only run after the user was asked,
-that is after a model call that ended its turn (no tool calls) since the run began or since the last such
-tool ran. A matching call without one is a finding (structure). Off until configured: a run's task and
-policy are message content that spans rarely carry whole."""
+The rules come from two places:
+- the agent's own instructions (`gen_ai.system_instructions`, read by normalize.instructions; content capture
+  on): "one tool call at a time" is broken by a model turn asking for several tool calls at once; "explicit
+  confirmation before acting" by a state-changing call when the user has not said yes (or confirm, go ahead,
+  proceed) since the last state-changing call;
+- `confirm_tools`, tool patterns you configure that must only run after the user was asked, that is after a
+  model call that ended its turn (no tool calls) since the run began or since the last such tool ran
+  (structure).
+A run whose instructions state neither rule, with no `confirm_tools`, is never flagged."""
 
 from __future__ import annotations
 
+import re
+from typing import Final
+
 from ...config import TaskSpecificationSettings
+from ...normalize.instructions import CONFIRM_FIRST, ONE_CALL_AT_A_TIME
 from ...steps import LLM, TOOL, Finding, Step
 from ..detector import Detector
-from ..signals import asks_for_tools
+from ..signals import CONTENT, STRUCTURE, asks_for_tools
+from ..tools import STATE_CHANGING
+
+# A user's turn saying yes to what the agent proposed.
+_AFFIRMS: Final = re.compile(
+    r"\b(yes|yeah|yep|confirm(ed)?|go ahead|proceed|please do|do it|sounds good|that'?s (right|correct)|correct|"
+    r"sure|ok(ay)?|agreed?|i agree|approved?)\b", re.IGNORECASE)
+_HANDOVER: Final = re.compile(r"human|escalat|handoff|hand_off|transfer_to", re.IGNORECASE)
 
 
 class TaskSpecification(Detector):
@@ -25,20 +41,42 @@ class TaskSpecification(Detector):
 
     def begin(self) -> None:
         self.asked = False  # a model call ended its turn (asked the user) since the last confirmed action
+        self.rules = 0  # the rules the agent's instructions state, as last seen
+        self.affirmed = False  # the user said yes since the last state-changing call
+        self.caller: Step | None = None  # the model call whose tool calls are arriving
         self.found: Finding | None = None
 
     def observe(self, step: Step) -> Finding | None:
+        if self.found is not None:
+            return None
         if step.kind is LLM:
+            if step.rules:
+                self.rules = step.rules
+            if step.user_text is not None and _AFFIRMS.search(step.user_text):
+                self.affirmed = True
             if step.finish_reasons and not asks_for_tools(step):
                 self.asked = True
-            return None
-        if self.found is not None or step.tool is None or not self.settings.confirm(step.tool):
-            return None
-        if not self.asked:
-            self.found = Finding(self.code, 0.8, [step.span_id], f"{step.tool} ran without asking the user first",
-                                 "structure")
+            self.caller = step
+            if self.rules & ONE_CALL_AT_A_TIME and step.tool_calls > 1:
+                self.found = Finding(self.code, 0.8, [step.span_id], f"one model turn asked for {step.tool_calls} "
+                                     "tool calls at once; the agent's instructions allow one at a time", CONTENT)
             return self.found
-        self.asked = False
+        tool = step.tool
+        if tool is None:
+            return None
+        if self.settings.confirm(tool):
+            if not self.asked:
+                self.found = Finding(self.code, 0.8, [step.span_id], f"{tool} ran without asking the user first",
+                                     STRUCTURE)
+                return self.found
+            self.asked = False
+        if self.rules & CONFIRM_FIRST and self.tools.effect(tool) is STATE_CHANGING and not _HANDOVER.search(tool):
+            if not self.affirmed:
+                evidence = [step.span_id] if self.caller is None else [self.caller.span_id, step.span_id]
+                self.found = Finding(self.code, 0.7, evidence, f"{tool} changed state without the user's explicit "
+                                     "confirmation, which the agent's instructions demand", CONTENT)
+                return self.found
+            self.affirmed = False
         return None
 
     def finish(self) -> Finding | None:
