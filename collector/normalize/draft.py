@@ -32,8 +32,9 @@ FIELDS: Final = 20
 class Draft:
     def __init__(self, present: int = 0) -> None:
         self.present = present  # the bits of genai.OPTIONAL whose keys the span has
+        # FIELDS slots (a literal builds quicker than a repeat)
         self.values: list[Any] = [None, None, None, None, None, None, None, None, None, None, None, None, None, None,
-                                   None, None, None, None, None, None]  # FIELDS (a literal builds quicker than a repeat)
+                                   None, None, None, None, None, None]
         self.empty = True  # nothing offered yet
 
     def offer(self, field: int, value: Any) -> None:

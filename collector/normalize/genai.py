@@ -102,7 +102,8 @@ SPEC: Final[dict[str, object]] = {
     "slot_finish_reasons": field.FINISH_REASONS, "slot_error_type": field.ERROR_TYPE,
     "bit_response_model": RESPONSE_MODEL, "bit_agent_name": AGENT_NAME, "bit_request_model": REQUEST_MODEL,
     "bit_arguments": ARGUMENTS, "bit_cache_tokens": CACHE_TOKENS, "bit_finish": FINISH, "bit_error": ERROR,
-    "bit_conversation": CONVERSATION, "bits_out_of_scope": RESULT | IO | OUTPUT_MESSAGES | LEGACY_COMPLETION | INPUT_MESSAGES | INSTRUCTIONS}
+    "bit_conversation": CONVERSATION,
+    "bits_out_of_scope": RESULT | IO | OUTPUT_MESSAGES | LEGACY_COMPLETION | INPUT_MESSAGES | INSTRUCTIONS}
 
 
 def _kind(op: str | None, attrs: dict[str, Any]) -> StepKind | None:
