@@ -118,19 +118,21 @@ class StepRepetitionSettings(DetectorSettings):
     output_min_chars: int = Field(32, ge=1)
     unknown_args_min_run: int = Field(0, ge=0, description="same tool in a row, arguments not captured (0: off); "
                                       "paging and batch lookups look the same, so it is off by default")
+    unchanged_min_occurrences: int = Field(2, ge=2, description="calls of one read-only tool with equivalent "
+                                           "arguments and the same result, no state-changing call between")
 
     @cached_property
     def polling(self) -> Globs:  # shared by the detectors of every trace
         return _globs(self.polling_tools)
 
     @cached_property
-    def plain(self) -> tuple[int, int, int, int, int, int, int, Globs | None]:
+    def plain(self) -> tuple[int, int, int, int, int, int, int, Globs | None, int]:
         """min_occurrences, retry_limit, cycle_max_period, cycle_min_repeats, output_min_occurrences,
-        output_min_chars, unknown_args_min_run and the polling tools (None: none), read once: detectors are made per
-        trace, and read a plain attribute for less than a model's."""
+        output_min_chars, unknown_args_min_run, the polling tools (None: none) and unchanged_min_occurrences, read
+        once: detectors are made per trace, and read a plain attribute for less than a model's."""
         return (self.min_occurrences, self.retry_limit, self.cycle_max_period, self.cycle_min_repeats,
                 self.output_min_occurrences, self.output_min_chars, self.unknown_args_min_run,
-                self.polling if self.polling_tools else None)
+                self.polling if self.polling_tools else None, self.unchanged_min_occurrences)
 
 
 class HistoryLossSettings(DetectorSettings):

@@ -225,7 +225,8 @@ def shared_progress(detector: Detector) -> Progress:
 
 
 class EndingDetector(Detector):
-    """A detector judging how the run ended (FM-3.1 and FM-3.3 subclass it with their code)."""
+    """A detector judging how the run ended (FM-3.1 and FM-3.3 subclass it with their code; FM-3.3 also reads
+    `records`: success claimed for a change made to someone else's record)."""
 
     kinds = frozenset({TOOL, LLM, AGENT})  # agent spans: limits hit
     reusable = True  # no state of its own

@@ -167,8 +167,12 @@ def _output_says(pattern: re.Pattern[str], step: Step) -> bool:
 
 
 def claims_success(step: Step) -> bool:
-    """Model output claiming success, not negated nearby (content capture on)."""
-    text = step.output_preview
+    """Model output (its preview) claiming success, not negated nearby (content capture on)."""
+    return says_success(step.output_preview)
+
+
+def says_success(text: str | None) -> bool:
+    """Text claiming success, not negated nearby."""
     if not text:
         return False
     match = _SUCCESS_CLAIM.search(text)

@@ -1,14 +1,20 @@
 """FM-2.5 Ignored other agent's input: a tool said no and the agent went on as if it had said yes.
 
-Signal: a state-changing call failed (not a transient failure such as a timeout) and the next tool call is a
-different state-changing call: neither a retry, nor a look at what went wrong. Structure when the failure is
-in the span's status or error type, content when only the result text shows it."""
+Signals:
+- a state-changing call failed (not a transient failure such as a timeout) and the next tool call is a
+  different state-changing call: neither a retry, nor a look at what went wrong. Structure when the failure is
+  in the span's status or error type, content when only the result text shows it;
+- the final answer treats a refused change as done (see `progress.ending`);
+- with content (see `records`): a call on a record whose phone or email is not the user's, after the lookup
+  that showed it (the agent disregarded who the user said they are); a change refused on a record the run had
+  just read (its status was there to see)."""
 
 from __future__ import annotations
 
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..progress import ending, shared_progress
+from ..records import shared_records
 from ..signals import CONTENT, tool_error, transient
 from ..tools import STATE_CHANGING
 
@@ -21,6 +27,7 @@ class IgnoredInput(Detector):
     def __init__(self, settings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
         self.progress = shared_progress(self)
+        self.records = shared_records(self)
         self.begin()
 
     def begin(self) -> None:
@@ -30,6 +37,7 @@ class IgnoredInput(Detector):
 
     def observe(self, step: Step) -> Finding | None:
         self.progress.observe(step)
+        self.records.observe(step)
         if self.found is not None or step.tool is None:
             return None
         failed, self.failed = self.failed, None
@@ -48,6 +56,16 @@ class IgnoredInput(Detector):
     def finish(self) -> Finding | None:
         if self.found is not None:
             return self.found
+        records = self.records
+        if records.acted is not None:
+            record, step = records.acted
+            return Finding(self.code, 0.7, [record.step.span_id, step.span_id], f"{step.tool} used {record.id}, whose "
+                           f"{record.step.tool} result names another phone or email than the user gave", CONTENT)
+        if records.write_refused is not None:
+            record, step = records.write_refused
+            status = f" (status {record.status!r})" if record.status else ""
+            return Finding(self.code, 0.6, [record.step.span_id, step.span_id], f"{step.tool} on {record.id} was "
+                           f"refused although {record.step.tool} had just shown its state{status}", CONTENT)
         end = ending(self.progress)
         if end is None or end.ignored is None:
             return None

@@ -6,9 +6,12 @@ Signals, all incremental (constant work per step):
 - identical model text outputs (content capture on), `output_min_occurrences` times or more;
 - with arguments not captured: the same tool called `unknown_args_min_run` times in a row (low confidence;
   off by default: paging, polling and batch lookups look the same).
+- a read-only call made again with the same result and no state-changing call since, `unchanged_min_occurrences`
+  times (a lookup whose answer the run already had);
 Not repetition: tools matching `polling_tools`; up to `retry_limit` calls right after the same call
-failed (retries); a call whose captured result differs from the previous one (the world changed); work redone
-by a fresh agent invocation after the one before it failed (a restart: FM-2.1 accounts for it).
+failed (retries); a call whose captured result differs from the previous one (the world changed), or made again
+after a state-changing call (a check of the change); work redone by a fresh agent invocation after the one before
+it failed (a restart: FM-2.1 accounts for it).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from ...config import StepRepetitionSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..signals import asks_for_tools
+from ..tools import READ_ONLY, STATE_CHANGING
 
 EVIDENCE_LIMIT: Final = 50
 
@@ -34,9 +38,10 @@ class StepRepetition(Detector):
         # settings, kept as plain attributes (reading a settings model costs more)
         (self._min_occurrences, self._retry_limit, self._max_period, self._cycle_min_repeats,
          self._output_min_occurrences, self._output_min_chars, self._unknown_args_min_run,
-         self._polling) = settings.plain
+         self._polling, self._unchanged_min_occurrences) = settings.plain
         # emptied by `_start_over`, never handed out
         self._calls: dict[tuple[str, str | int | None], list[Step]] = {}
+        self._writes_at: dict[tuple[str, str | int | None], int] = {}  # state-changing calls before its last call
         self._first_call: dict[str, Step | None] = {}  # None: its first call has been compared
         self._sequence: list[Step] = []  # tool calls, in order
         self._match_run = [0] * (self._max_period + 1)
@@ -55,6 +60,8 @@ class StepRepetition(Detector):
     def _start_over(self) -> None:
         """Forget the calls made so far (a fresh invocation of the agent restarted the work)."""
         self._calls.clear()
+        self._writes_at.clear()
+        self._writes = 0  # state-changing calls so far
         self._first_call.clear()
         self._sequence.clear()
         match_run = self._match_run
@@ -106,6 +113,8 @@ class StepRepetition(Detector):
     def _observe_tool(self, step: Step, tool: str) -> Finding | None:
         if self._polling is not None and self._polling(tool):
             return None
+        if self.tools.effect(tool) is STATE_CHANGING:
+            self._writes += 1
         previous = self._last_tool
         self._last_tool = step
         changed = False
@@ -133,7 +142,11 @@ class StepRepetition(Detector):
         return self.current() if changed else None
 
     def _same_call(self, tool: str, step: Step, previous: Step | None) -> bool:
-        calls = self._calls.setdefault((tool, step.args_key), [])
+        key = (tool, step.args_key)
+        calls = self._calls.setdefault(key, [])
+        writes, self._writes_at[key] = self._writes_at.get(key, self._writes), self._writes
+        if calls and writes != self._writes:
+            calls.clear()  # a state-changing call came between: this one checks the change
         if calls and previous is not None and previous.error and previous.tool == tool \
                 and previous.args_key == step.args_key:  # previous may be a skipped retry
             self._retries += 1
@@ -145,7 +158,9 @@ class StepRepetition(Detector):
         if 0 < self._retries <= self._retry_limit:
             return False  # a retry after a failure
         calls.append(step)
-        if len(calls) < self._min_occurrences:
+        if len(calls) < self._min_occurrences and not (
+                len(calls) >= self._unchanged_min_occurrences and step.result is not None and not step.error
+                and calls[-2].result_key == step.result_key and self.tools.effect(tool) is READ_ONLY):
             return False
         self._mark(calls[1:], calls)
         self._reason("same_call", 0.9, "structure", f"{tool} called {len(calls)} times with equivalent arguments "
