@@ -4,13 +4,17 @@ A change needs a check when its tool matches `needs_check` (deployments, restart
 own result does not show the new state; structure), or when its captured result only acknowledges
 the request ("accepted", "queued", "restarting"; content). Any later read-only or unclassified tool call
 (a status query, a test run) counts as a check. Judged when the trace is complete; a run stopped from outside
-(a limit hit, or ended before the model saw the last tool result: FM-1.5) had no chance to check."""
+(a limit hit, or ended before the model saw the last tool result: FM-1.5) had no chance to check.
+
+With content: a run handed over to a person while the problem was still there and no cause found (see
+`progress.handover`) concluded it could not be fixed without the checks that would have found the cause."""
 
 from __future__ import annotations
 
 from ...config import VerificationSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
+from ..progress import handover, shared_progress
 from ..signals import CONTENT, STRUCTURE, acknowledged_only, asks_for_tools, tool_error
 from ..tools import STATE_CHANGING
 
@@ -23,6 +27,7 @@ class Verification(Detector):
 
     def __init__(self, settings: VerificationSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
+        self.progress = shared_progress(self)
         self.begin()
 
     def begin(self) -> None:
@@ -33,6 +38,7 @@ class Verification(Detector):
         self._unseen = False  # a tool result came after it and no model call since: the run may be cut off
 
     def observe(self, step: Step) -> Finding | None:
+        self.progress.observe(step)
         if step.limit is not None:
             self.stopped = True
         if step.kind is LLM:
@@ -55,8 +61,13 @@ class Verification(Detector):
 
     def finish(self) -> Finding | None:
         change = self.change
-        if change is None or self.stopped or self._unseen:
-            return None  # stopped from outside before it could check (FM-1.5)
+        if change is None or self.stopped or self._unseen:  # stopped from outside before it could check (FM-1.5)
+            gave_up = next((h for h in handover(self.progress) if h.code == "FM-3.1"), None)
+            if gave_up is None or self.stopped:
+                return None
+            return Finding(self.code, 0.6, [s.span_id for s in gave_up.evidence], f"handed over with "
+                           f"{gave_up.evidence[-1].tool} without finding what causes the problem: the reason names "
+                           "no cause", CONTENT)
         why = "its result only acknowledged the request" if self.basis == CONTENT else "its result does not show " \
             "the new state"
         return Finding(self.code, 0.7, [change.span_id], f"{change.tool} changed state and the run ended without "
