@@ -25,6 +25,9 @@ _STATUS: Final = re.compile(r'"status"\s*:\s*"([^"\\]{1,40})"', re.IGNORECASE)
 _PHONE: Final = re.compile(r"(?<![\w.-])(?:\+?\d{1,3}[ .-]?)?\(?\d{3}\)?[ .-]?\d{3}[ .-]?\d{4}(?![\w-])")
 _EMAIL: Final = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _NOT_DIGIT: Final = re.compile(r"\D")
+# A refusal naming the state the record should have been in ("must be suspended", "Non-delivered order").
+_STATE_CONDITION: Final = re.compile(r"\b(must|needs? to|has to|should) (be|have)\b|\bnon-\w+|\bstatus\b|"
+                                     r"\bnot (yet )?(\w+ed|active|open|pending|available)\b", re.IGNORECASE)
 
 
 def contact_key(value: str) -> str:
@@ -99,7 +102,8 @@ class Records(SharedState):
                 self.acted = (record, step)
             if writes and self.wrong_write is None and tool_error(step) is None:
                 self.wrong_write = (record, step)
-        elif writes and self.write_refused is None and tool_error(step) is not None and not transient(step):
+        elif writes and self.write_refused is None and tool_error(step) is not None and not transient(step) and \
+                _STATE_CONDITION.search(step.result_text or step.error_message or "") is not None:
             self.write_refused = (record, step)
 
 

@@ -7,7 +7,9 @@ Signals, all incremental (constant work per step):
 - with arguments not captured: the same tool called `unknown_args_min_run` times in a row (low confidence;
   off by default: paging, polling and batch lookups look the same).
 - a read-only call made again with the same result and no state-changing call since, `unchanged_min_occurrences`
-  times (a lookup whose answer the run already had);
+  times (a lookup whose answer the run already had), unless it shows work in progress (polling), comes in another
+  conversation or after the prompt collapsed (a restart: FM-2.1, FM-1.4), or is followed at once by a
+  state-changing call (a look at the current state before changing it);
 Not repetition: tools matching `polling_tools`; up to `retry_limit` calls right after the same call
 failed (retries); a call whose captured result differs from the previous one (the world changed), or made again
 after a state-changing call (a check of the change); work redone by a fresh agent invocation after the one before
@@ -16,6 +18,7 @@ it failed (a restart: FM-2.1 accounts for it).
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from ...config import StepRepetitionSettings
@@ -25,6 +28,9 @@ from ..signals import asks_for_tools
 from ..tools import READ_ONLY, STATE_CHANGING
 
 EVIDENCE_LIMIT: Final = 50
+# A result showing work still going on: asking again is polling.
+_IN_PROGRESS: Final = re.compile(r"\b(pending|running|in[ _-]progress|queued|processing|starting|waiting|"
+                                 r"scheduled|deploying|creating|initiali[sz]ing)\b", re.IGNORECASE)
 
 
 class StepRepetition(Detector):
@@ -42,7 +48,9 @@ class StepRepetition(Detector):
         # emptied by `_start_over`, never handed out
         self._calls: dict[tuple[str, str | int | None], list[Step]] = {}
         self._writes_at: dict[tuple[str, str | int | None], int] = {}  # state-changing calls before its last call
+        self._conversation_at: dict[tuple[str, str | int | None], str | None] = {}  # the conversation of its last
         self._first_call: dict[str, Step | None] = {}  # None: its first call has been compared
+        self._first_state: dict[str, tuple[int, str | None]] = {}  # writes and conversation at a first call
         self._sequence: list[Step] = []  # tool calls, in order
         self._match_run = [0] * (self._max_period + 1)
         self.begin()
@@ -61,8 +69,14 @@ class StepRepetition(Detector):
         """Forget the calls made so far (a fresh invocation of the agent restarted the work)."""
         self._calls.clear()
         self._writes_at.clear()
+        self._conversation_at.clear()
+        self._conversation: str | None = None  # the conversation the last step named
         self._writes = 0  # state-changing calls so far
+        self._unchanged: tuple[list[Step], str] | None = None  # a lookup made again, judged at the next tool call
+        self._max_input = 0  # the largest prompt so far (input tokens), and the last one
+        self._last_input = 0
         self._first_call.clear()
+        self._first_state.clear()
         self._sequence.clear()
         match_run = self._match_run
         for i in range(len(match_run)):
@@ -99,6 +113,8 @@ class StepRepetition(Detector):
                     self._failed_invocations = set()
                 self._failed_invocations.add(step.span_id)
             return None
+        if step.conversation_id is not None:
+            self._conversation = step.conversation_id
         if step.parent_span_id != self._parent:
             failed = self._failed_invocations
             if failed is not None and self._parent in failed:
@@ -106,15 +122,28 @@ class StepRepetition(Detector):
             self._parent = step.parent_span_id
         if step.kind is TOOL and step.tool is not None:
             return self._observe_tool(step, step.tool)
-        if step.kind is LLM and step.output_fingerprint is not None:
-            return self._observe_output(step, step.output_fingerprint)
+        if step.kind is LLM:
+            if step.input_tokens:
+                self._last_input = step.input_tokens
+                if step.input_tokens > self._max_input:
+                    self._max_input = step.input_tokens
+            if step.output_fingerprint is not None:
+                return self._observe_output(step, step.output_fingerprint)
         return None
 
     def _observe_tool(self, step: Step, tool: str) -> Finding | None:
         if self._polling is not None and self._polling(tool):
             return None
-        if self.tools.effect(tool) is STATE_CHANGING:
+        writes = self.tools.effect(tool) is STATE_CHANGING
+        if writes:
             self._writes += 1
+        unchanged, self._unchanged = self._unchanged, None
+        if unchanged is not None and not writes:  # the lookup made again was not a look before a change
+            self._mark(unchanged[0][1:], unchanged[0])
+            self._reason("unchanged", 0.8, "content", unchanged[1])
+            found = self.current()
+        else:
+            found = None
         previous = self._last_tool
         self._last_tool = step
         changed = False
@@ -131,20 +160,25 @@ class StepRepetition(Detector):
             # Arguments are compared only once a tool is called again: the first call waits here.
             if tool not in self._first_call:
                 self._first_call[tool] = step
+                self._first_state[tool] = (self._writes, self._conversation)
             else:
                 first = self._first_call[tool]
                 if first is not None:
-                    self._calls[(tool, first.args_key)] = [first]
+                    key = (tool, first.args_key)
+                    self._calls[key] = [first]
+                    self._writes_at[key], self._conversation_at[key] = self._first_state.pop(tool)
                     self._first_call[tool] = None
                 changed = self._same_call(tool, step, previous)
         self._sequence.append(step)
         changed |= self._observe_cycle()
-        return self.current() if changed else None
+        return self.current() if changed else found
 
     def _same_call(self, tool: str, step: Step, previous: Step | None) -> bool:
         key = (tool, step.args_key)
         calls = self._calls.setdefault(key, [])
         writes, self._writes_at[key] = self._writes_at.get(key, self._writes), self._writes
+        conversation, self._conversation_at[key] = self._conversation_at.get(key, self._conversation), \
+            self._conversation
         if calls and writes != self._writes:
             calls.clear()  # a state-changing call came between: this one checks the change
         if calls and previous is not None and previous.error and previous.tool == tool \
@@ -158,14 +192,23 @@ class StepRepetition(Detector):
         if 0 < self._retries <= self._retry_limit:
             return False  # a retry after a failure
         calls.append(step)
-        if len(calls) < self._min_occurrences and not (
-                len(calls) >= self._unchanged_min_occurrences and step.result is not None and not step.error
-                and calls[-2].result_key == step.result_key and self.tools.effect(tool) is READ_ONLY):
+        if len(calls) < self._min_occurrences:
+            if len(calls) >= self._unchanged_min_occurrences and conversation == self._conversation and \
+                    self._unchanged_lookup(tool, step, calls[-2]):
+                self._unchanged = (list(calls), f"{tool} called again with equivalent arguments {step.args_preview} "
+                                   "and the same result, nothing changed since")
             return False
         self._mark(calls[1:], calls)
         self._reason("same_call", 0.9, "structure", f"{tool} called {len(calls)} times with equivalent arguments "
                      f"{step.args_preview}")
         return True
+
+    def _unchanged_lookup(self, tool: str, step: Step, before: Step) -> bool:
+        """Whether `step` repeats the lookup `before` to no purpose: read-only, the same result (not work in
+        progress), the prompt not collapsed since (a restart)."""
+        text = step.result_text
+        return step.result is not None and not step.error and before.result_key == step.result_key and \
+            self.tools.effect(tool) is READ_ONLY and 2 * self._last_input >= self._max_input and (text is None or _IN_PROGRESS.search(text) is None)
 
     def _observe_cycle(self) -> bool:
         seq = self._sequence
@@ -217,4 +260,8 @@ class StepRepetition(Detector):
         return Finding(self.code, confidence, list(self._evidence or ()), reason, basis, self.repeated)
 
     def finish(self) -> Finding | None:
+        unchanged, self._unchanged = self._unchanged, None
+        if unchanged is not None:
+            self._mark(unchanged[0][1:], unchanged[0])
+            self._reason("unchanged", 0.8, "content", unchanged[1])
         return self.current()
