@@ -50,7 +50,7 @@ class Record:
 
 
 class Records(SharedState):
-    __slots__ = ("acted", "claimed", "records", "seen", "tools", "user", "wrong_write", "write_refused")
+    __slots__ = ("acted", "claimed", "records", "seen", "tools", "user", "write_refused", "wrong_write")
 
     def __init__(self, tools: ToolClassifier) -> None:
         super().__init__()

@@ -208,7 +208,8 @@ class StepRepetition(Detector):
         progress), the prompt not collapsed since (a restart)."""
         text = step.result_text
         return step.result is not None and not step.error and before.result_key == step.result_key and \
-            self.tools.effect(tool) is READ_ONLY and 2 * self._last_input >= self._max_input and (text is None or _IN_PROGRESS.search(text) is None)
+            self.tools.effect(tool) is READ_ONLY and 2 * self._last_input >= self._max_input and \
+            (text is None or _IN_PROGRESS.search(text) is None)
 
     def _observe_cycle(self) -> bool:
         seq = self._sequence
