@@ -401,6 +401,7 @@ class OutcomeRun:
     failed: bool  # the recorded outcome: reward below 1
     domain: str
     agent: str
+    task_id: str
     split: str  # dev | test, by task
     tool_calls: int
 
@@ -414,8 +415,8 @@ def outcome_runs(labels_dir: Path, content: bool = True) -> list[OutcomeRun]:
         spans = records(request).spans
         calls = sum(s.attributes.get("gen_ai.operation.name") == "execute_tool" for s in spans)
         runs.append(OutcomeRun(run_id, spans if content else without_content(spans), outcome["reward"] < 1,
-                               outcome["domain"], outcome["agent"], task_split(outcome["domain"], outcome["task_id"]),
-                               calls))
+                               outcome["domain"], outcome["agent"], outcome["task_id"],
+                               task_split(outcome["domain"], outcome["task_id"]), calls))
     return runs
 
 

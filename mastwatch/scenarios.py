@@ -82,6 +82,8 @@ class Run:
         self.root_events: list[Span.Event] = []
         self.conversation = name
         self.invocation: tuple[bytes, int] | None = None  # (span id, start) of the agent invocation open now
+        self.instructions: str | None = None  # the agent's system instructions, on every model call
+        self.heard: str | None = None  # what the user says before the next model call (its input's last turn)
 
     def _id(self) -> bytes:
         self._n += 1
@@ -112,7 +114,11 @@ class Run:
             "gen_ai.agent.name": agent or self.agent, "gen_ai.conversation.id": self.conversation,
             "gen_ai.response.finish_reasons": [finish], "gen_ai.usage.input_tokens": tokens,
             "gen_ai.usage.output_tokens": output_tokens,
+            "gen_ai.system_instructions": self.instructions and [{"type": "text", "content": self.instructions}],
+            "gen_ai.input.messages": self.heard and [{"role": "user", "parts": [{"type": "text",
+                                                                                   "content": self.heard}]}],
             "gen_ai.output.messages": [{"role": "assistant", "parts": parts, "finish_reason": finish}]}, 700)
+        self.heard = None
         self.prompt = tokens + output_tokens + FRAMING_TOKENS
         return self
 
@@ -135,6 +141,11 @@ class Run:
 
     def answer(self, text: str) -> Run:
         return self.llm(text)
+
+    def user(self, text: str) -> Run:
+        """The user's reply: the next model call reads it."""
+        self.heard = text
+        return self
 
     def invoke(self) -> Run:
         """Open an agent invocation: the next steps are its children until `end_invocation`."""
@@ -426,8 +437,74 @@ def _ignored(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str
     yield r.name, set(), r.answer("It was locked briefly; the change is now done.")
 
 
+ONE_CALL = "You help customers. Make only one tool call at a time, and do not talk to the user while you do."
+CONFIRM = ("You help customers. Before any action that changes their account, list the details and obtain explicit "
+           "user confirmation (yes) to proceed.")
+
+
+def _task_rules(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str) -> Iterator[Built]:
+    """Rules stated in the agent's instructions (FM-1.1), kept and broken."""
+    r = Run(f"{tag}-parallel-calls")
+    r.instructions = ONE_CALL
+    r.llm("", [(read, rargs), ("lookup_policy", {"topic": "changes"})])
+    r.tool(read, rargs, {"id": 1, "status": "open"}).tool("lookup_policy", {"topic": "changes"}, "allowed")
+    yield r.name, {"FM-1.1"}, r.answer("The record is open and the change is allowed.")
+    r = Run(f"{tag}-one-call-at-a-time")
+    r.instructions = ONE_CALL
+    r.call(read, rargs, {"id": 1, "status": "open"}).call("lookup_policy", {"topic": "changes"}, "allowed")
+    yield r.name, set(), r.answer("The record is open and the change is allowed.")
+    r = Run(f"{tag}-acts-without-yes")
+    r.instructions = CONFIRM
+    r.call(read, rargs, {"id": 1, "status": "open"}).answer("I can make the change. Shall I go ahead?")
+    r.user("How long will it take?").call(write, wargs, {"id": 1, "status": "done"})
+    yield r.name, {"FM-1.1"}, r.answer("Done: the record now shows status done.")
+    r = Run(f"{tag}-acts-after-yes")
+    r.instructions = CONFIRM
+    r.call(read, rargs, {"id": 1, "status": "open"}).answer("I can make the change. Shall I go ahead?")
+    r.user("Yes, please go ahead.").call(write, wargs, {"id": 1, "status": "done"})
+    yield r.name, set(), r.answer("Done: the record now shows status done.")
+
+
+def _conversation(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str) -> Iterator[Built]:
+    """What a support conversation shows with content captured: how it hands over, whose record it acts on, a
+    lookup made again for nothing."""
+    handover = "transfer_to_human_agents"
+    r = Run(f"{tag}-hands-over-giving-up")
+    r.user("My service still does not work.").call(read, rargs, {"id": 1, "status": "open"})
+    r.call(handover, {"summary": "Despite the steps tried the issue persists. Further technical support is needed."},
+           "Transfer successful")
+    yield r.name, {"FM-3.1", "FM-3.2"}, r.answer("You are being transferred to a human agent.")
+    r = Run(f"{tag}-hands-over-claiming-all-done")
+    r.user("My service still does not work.").call(read, rargs, {"id": 1, "status": "open"})
+    r.call(handover, {"summary": "All standard troubleshooting steps have been completed."}, "Transfer successful")
+    yield r.name, {"FM-3.3"}, r.answer("You are being transferred to a human agent.")
+    r = Run(f"{tag}-hands-over-a-blocker")  # a cause the agent cannot remove: handing over is right
+    r.user("My service still does not work.").call(read, rargs, {"id": 1, "status": "locked"})
+    r.call(handover, {"summary": "The account is locked with a PIN; it cannot be unlocked here."},
+           "Transfer successful")
+    yield r.name, set(), r.answer("You are being transferred to a human agent.")
+    record = {"record_id": "A-2", "phone_number": "555-010-2001", "status": "active"}
+    r = Run(f"{tag}-acts-on-someone-elses-record")
+    r.user("Hi, my number is 555-010-2002.").call("find_records", {"owner": "me"}, {"ids": ["A-1", "A-2"]})
+    r.call("get_record_details", {"id": "A-2"}, record).call("enable_feature", {"id": "A-2"}, "enabled")
+    yield r.name, {"FM-2.5", "FM-3.3"}, r.answer("The feature has been enabled for your line.")
+    r = Run(f"{tag}-acts-on-the-users-record")
+    r.user("Hi, my number is 555-010-2001.").call("find_records", {"owner": "me"}, {"ids": ["A-1", "A-2"]})
+    r.call("get_record_details", {"id": "A-2"}, record).call("enable_feature", {"id": "A-2"}, "enabled")
+    yield r.name, set(), r.answer("The feature has been enabled for your line.")
+    r = Run(f"{tag}-change-refused-as-shown")
+    r.call("get_record_details", {"id": "A-2"}, record)
+    r.call("resume_record", {"id": "A-2"}, "Error: record must be suspended to resume", error="ToolError")
+    yield r.name, {"FM-2.5"}, r.answer("I'm sorry, the record cannot be resumed: it is not suspended.")
+    r = Run(f"{tag}-looks-up-again")
+    r.call(read, rargs, {"id": 1, "status": "open"}).call("lookup_policy", {"topic": "changes"}, "allowed")
+    r.call(read, rargs, {"id": 1, "status": "open"}).call("lookup_policy", {"topic": "fees"}, "none")
+    yield r.name, {"FM-1.3"}, r.answer("The record is open, the change is allowed and costs nothing.")
+
+
 GENERATORS: list[Callable[..., Iterator[Built]]] = [_healthy, _repetition, _termination, _endings, _verification,
-                                                    _code_changes, _history, _mismatch, _ignored]
+                                                    _code_changes, _history, _mismatch, _ignored, _task_rules,
+                                                    _conversation]
 
 
 def scenarios() -> list[Scenario]:
