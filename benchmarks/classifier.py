@@ -2,10 +2,13 @@
 
   python benchmarks/classifier.py [--traces 2000] [--passes 5]
   python benchmarks/classifier.py --traces 200 --one normalise|all   (under cachegrind: instructions)
+  python benchmarks/classifier.py --recorded    (the 278 recorded tau2 runs of tests/data, run from a checkout)
 
 Runs are generated (mastwatch.scenarios): 25 model calls each asking for one tool, 25 tool calls, read-only and
 state-changing tools, some failing; without content attributes (the instrumentations' default), then with them
-(the costlier case: arguments are compared, results and outputs read).
+(the costlier case: arguments are compared, results and outputs read). `--recorded` classifies the recorded
+customer-service runs instead (their users' turns, instructions and records read too), and gives the figure per
+50 steps.
 Every pass normalises fresh steps (content is reduced on first use, as it is live), so the classifier's figure
 is (normalise + classify) minus normalise alone, in process CPU time, best of five passes (the machine may be
 busy); with all default detectors and with FM-1.3 alone in the same run. Each run has its own ids in its
@@ -19,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import gc
+import sys
 import time
+from pathlib import Path
 
 from mastwatch.collector import content as content_cache
 from mastwatch.collector.assemble import Trace
@@ -50,6 +55,18 @@ def traces(n: int, content: bool) -> list[list[SpanRecord]]:
     return out
 
 
+def recorded(content: bool) -> list[list[SpanRecord]]:
+    """The recorded runs with an outcome in tests/data (tau2-bench and tau2), their root spans left out."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.otlp_corpus import outcome_corpus
+
+    out = []
+    for _, _, request, _ in outcome_corpus():
+        spans = [s for s in records(request).spans if s.parent_span_id]
+        out.append(spans if content else without_content(spans))
+    return out
+
+
 def measure(engine: ClassifierEngine | None, runs: list[list[SpanRecord]]) -> float:
     """Process CPU seconds per trace: normalising its spans, and classifying them when an engine is given."""
     content_cache._reduced_raw.cache_clear()
@@ -71,6 +88,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--traces", type=int, default=2000)
     parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--recorded", action="store_true", help="the recorded tau2 runs instead of generated ones")
     parser.add_argument("--one", choices=("normalise", "all"), help="one pass of one case with content on, printing "
                         "nothing: run it under `valgrind --tool=cachegrind` for both cases, the difference over "
                         "--traces is the classifier's instructions per trace")
@@ -85,8 +103,9 @@ def main() -> None:
         return
     alone = ClassifierEngine({code: {"enabled": False} for code in load_detectors() if code != "FM-1.3"})
     for content in (False, True):
-        runs = traces(args.traces, content)
-        steps = len(runs[0])
+        runs = recorded(content) if args.recorded else traces(args.traces, content)
+        steps = 50 if args.recorded else len(runs[0])
+        scale = 50 * len(runs) / sum(map(len, runs)) if args.recorded else 1.0  # per trace -> per 50 steps
         best = {"normalise": float("inf"), "all": float("inf"), "alone": float("inf")}
         gc.collect()
         gc.freeze()  # the generated runs are not garbage: collections would walk them again and again
@@ -94,10 +113,11 @@ def main() -> None:
             for name, engine in (("normalise", None), ("all", everything), ("alone", alone)):
                 best[name] = min(best[name], measure(engine, runs))
         gc.unfreeze()
-        all_s, one_s = best["all"] - best["normalise"], best["alone"] - best["normalise"]
+        all_s, one_s = (best["all"] - best["normalise"]) * scale, (best["alone"] - best["normalise"]) * scale
         n = len(everything.detectors)
-        print(f"content {'on' if content else 'off'}: classifier CPU per trace of {steps} steps ({args.traces} traces; "
-              f"normalisation, {best['normalise'] * 1e6:.0f} µs per trace, not included):")
+        print(f"content {'on' if content else 'off'}: classifier CPU per trace of {steps} steps ({len(runs)} "
+              f"{'recorded runs' if args.recorded else 'traces'}; normalisation, "
+              f"{best['normalise'] * scale * 1e6:.0f} µs per {steps} steps, not included):")
         print(f"  all {n} default detectors: {all_s * 1e6:7.1f} µs per trace, {all_s * 1e6 / steps:5.2f} µs per step")
         print(f"  FM-1.3 alone:            {one_s * 1e6:7.1f} µs per trace, {one_s * 1e6 / steps:5.2f} µs per step")
         print(f"  ratio all / FM-1.3 alone: {all_s / one_s:.2f}")

@@ -150,7 +150,7 @@ def test_role_and_confirmation_rules_fire_only_when_configured() -> None:
 def test_verdict_lists_the_modes_not_assessed() -> None:
     verdict = classify(Run("plain").call("get_order", {"id": 1}, {"id": 1}).answer("Here it is."))
     out = verdict.to_dict()
-    assert out["not_assessed"] == ["FM-1.1", "FM-1.2", "FM-2.2", "FM-2.3", "FM-2.4"]
+    assert out["not_assessed"] == ["FM-1.2", "FM-2.2", "FM-2.3", "FM-2.4"]
     config = ProcessorConfig(detectors={"FM-3.2": {"enabled": False}})
     assert "FM-3.2" in classify(Run("x").answer("hi"), config=config).to_dict()["not_assessed"]
     assert set(out["not_assessed"]) <= set(MODES)
@@ -287,7 +287,7 @@ def test_work_started_over_after_a_crash_is_a_reset_and_its_redone_calls_are_was
 
 def test_agents_get_settings_of_their_own() -> None:
     config = ProcessorConfig(detectors={"FM-1.3": {"polling_tools": ["wait_*"]}}, agents=[
-        {"match": ["batch-*"], "detectors": {"FM-1.3": {"min_occurrences": 5}}},
+        {"match": ["batch-*"], "detectors": {"FM-1.3": {"min_occurrences": 5, "unchanged_min_occurrences": 5}}},
         {"match": ["triage-*"], "detectors": {"FM-1.2": {"enabled": True, "roles": {"triage-*": ["get_*"]}}}}])
 
     def looping(agent: str) -> Run:

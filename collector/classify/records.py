@@ -43,10 +43,11 @@ def _contacts(text: str) -> list[str]:
 
 
 class Record:
-    __slots__ = ("contacts", "id", "status", "step")
+    __slots__ = ("contacts", "id", "quoted", "status", "step")
 
     def __init__(self, step: Step, record_id: str, contacts: set[str], status: str | None) -> None:
         self.step, self.id, self.contacts, self.status = step, record_id, contacts, status
+        self.quoted = f'"{record_id}"'  # as arguments name it
 
 
 class Records(SharedState):
@@ -85,15 +86,16 @@ class Records(SharedState):
             if effect is not STATE_CHANGING:
                 self.user.update(_contacts(args))
             for record in self.records.values():
-                if record.step is not step and f'"{record.id}"' in args:
+                if record.step is not step and record.quoted in args:
                     self._used(record, step, effect is STATE_CHANGING)
         text = step.result_text
         if text and text.lstrip()[:1] == "{" and (match := _ID.search(text)) is not None:
             record_id = match.group(2)
             if record_id not in self.records and len(self.records) < MAX_RECORDS:
                 status = _STATUS.search(text)
-                self.records[record_id] = Record(step, record_id, {contact_key(v) for v in _CONTACT.findall(text)},
-                                                 status.group(1) if status else None)
+                contacts = {contact_key(v) for v in _CONTACT.findall(text)} if "hone" in text or "mail" in text \
+                    else set()
+                self.records[record_id] = Record(step, record_id, contacts, status.group(1) if status else None)
 
     def _used(self, record: Record, step: Step, writes: bool) -> None:
         user = self.user

@@ -179,13 +179,6 @@ def _user_turn(messages: Any) -> str | None:
     return "\n".join(texts)[:TEXT_CHARS] if texts else None
 
 
-def _instructions_text(value: Any) -> str | None:
-    value = as_json(value)
-    if isinstance(value, list):
-        return "\n".join(str(p.get("content", "")) if isinstance(p, dict) else str(p) for p in value)
-    return value if isinstance(value, str) else None
-
-
 def _legacy_completion(attrs: dict[str, Any]) -> str | None:
     """OpenLLMetry's indexed gen_ai.completion.N.* attributes (removed from the conventions, still emitted)."""
     pieces = [str(attrs[k]) for k in sorted(attrs) if k.startswith("gen_ai.completion.") and
@@ -254,8 +247,8 @@ def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
         _tokens(attrs, draft, _TOKENS)
         if present & CACHE_TOKENS:
             _tokens(attrs, draft, _CACHE_TOKENS)
-    if present & INSTRUCTIONS and kind is not TOOL and (text := _instructions_text(attrs.get(INSTRUCTIONS_KEY))):
-        draft.offer(field.RULES, rules_of(text))
+    if present & INSTRUCTIONS and kind is not TOOL and (instructions := attrs.get(INSTRUCTIONS_KEY)) is not None:
+        draft.offer(field.RULES, rules_of(instructions))
     if present & FINISH:
         finish = attrs.get(FINISH_KEY)
         if type(finish) is str:  # a JSON string where arrays are flattened

@@ -5,9 +5,10 @@ model call of a run carries the same instructions."""
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Any, Final
 
 from ..bounded import remember
+from ..content import as_json
 
 ONE_CALL_AT_A_TIME: Final = 1  # at most one tool call per model turn, and no text to the user beside it
 CONFIRM_FIRST: Final = 2  # explicit confirmation from the user before an action that changes state
@@ -21,14 +22,30 @@ _CONFIRM: Final = re.compile(
     r"cancel|book|delet|writ|proceed|execut)|"
     r"\bbefore\b[^.\n]{0,60}\b(action|change|updat|modif|cancel|book|delet|writ)\w*[^.\n]{0,80}\b(must|need to|"
     r"have to|should)\b[^.\n]{0,30}\b(confirm|confirmation|consent|approval)", re.IGNORECASE)
-_KNOWN: Final[dict[str, int]] = {}
+_KNOWN: Final[dict[tuple[int, str, str, str], int]] = {}
 _CACHE_LIMIT: Final = 256
 
 
-def rules_of(text: str) -> int:
-    """The rule bits `text` states (0: none)."""
-    known = _KNOWN.get(text)
-    if known is not None:
-        return known
-    rules = (ONE_CALL_AT_A_TIME if _ONE_CALL.search(text) else 0) | (CONFIRM_FIRST if _CONFIRM.search(text) else 0)
-    return remember(_KNOWN, text, rules, _CACHE_LIMIT)
+def rules_of(instructions: Any) -> int:
+    """The rule bits instructions state (0: none): text, or the conventions' JSON list of parts (as a string or
+    parsed), read once per distinct string."""
+    if type(instructions) is not str:
+        return _rules(_text(instructions))
+    # keyed by its length and three samples, not the whole text: each model call brings the text anew, and hashing
+    # all of a long policy every time would cost more than reading the rest of the span
+    n = len(instructions)
+    key = (n, instructions[:256], instructions[n // 2 - 128:n // 2 + 128], instructions[-256:])
+    known = _KNOWN.get(key)
+    if known is None:
+        known = remember(_KNOWN, key, _rules(_text(as_json(instructions))), _CACHE_LIMIT)
+    return known
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return "\n".join(str(p.get("content", "")) if isinstance(p, dict) else str(p) for p in value)
+    return value if isinstance(value, str) else ""
+
+
+def _rules(text: str) -> int:
+    return (ONE_CALL_AT_A_TIME if _ONE_CALL.search(text) else 0) | (CONFIRM_FIRST if _CONFIRM.search(text) else 0)

@@ -24,7 +24,7 @@ from typing import Final
 from ...config import StepRepetitionSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
-from ..signals import asks_for_tools
+from ..signals import asks_for_tools, tool_error
 from ..tools import READ_ONLY, STATE_CHANGING
 
 EVIDENCE_LIMIT: Final = 50
@@ -135,7 +135,7 @@ class StepRepetition(Detector):
         if self._polling is not None and self._polling(tool):
             return None
         writes = self.tools.effect(tool) is STATE_CHANGING
-        if writes:
+        if writes and not step.error and tool_error(step) is None:  # a refused change changed nothing
             self._writes += 1
         unchanged, self._unchanged = self._unchanged, None
         if unchanged is not None and not writes:  # the lookup made again was not a look before a change
