@@ -25,6 +25,7 @@ _STATUS: Final = re.compile(r'"status"\s*:\s*"([^"\\]{1,40})"', re.IGNORECASE)
 _PHONE: Final = re.compile(r"(?<![\w.-])(?:\+?\d{1,3}[ .-]?)?\(?\d{3}\)?[ .-]?\d{3}[ .-]?\d{4}(?![\w-])")
 _EMAIL: Final = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _NOT_DIGIT: Final = re.compile(r"\D")
+_FIGURE: Final = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.]*\d)")  # 3.2, 15.1, 65.00: a measured or charged figure
 # A refusal naming the state the record should have been in ("must be suspended", "Non-delivered order").
 _STATE_CONDITION: Final = re.compile(r"\b(must|needs? to|has to|should) (be|have)\b|\bnon-\w+|\bstatus\b|"
                                      r"\bnot (yet )?(\w+ed|active|open|pending|available)\b", re.IGNORECASE)
@@ -43,11 +44,12 @@ def _contacts(text: str) -> list[str]:
 
 
 class Record:
-    __slots__ = ("contacts", "id", "quoted", "status", "step")
+    __slots__ = ("contacts", "figures", "foreign", "id", "quoted", "status", "step")
 
-    def __init__(self, step: Step, record_id: str, contacts: set[str], status: str | None) -> None:
-        self.step, self.id, self.contacts, self.status = step, record_id, contacts, status
+    def __init__(self, step: Step, record_id: str, contacts: set[str], status: str | None, figures: set[str]) -> None:
+        self.step, self.id, self.contacts, self.status, self.figures = step, record_id, contacts, status, figures
         self.quoted = f'"{record_id}"'  # as arguments name it
+        self.foreign = False  # its contacts are not the user's, and the run used it
 
 
 class Records(SharedState):
@@ -67,6 +69,10 @@ class Records(SharedState):
         self.wrong_write: tuple[Record, Step] | None = None  # a change made to someone else's record
         self.claimed: Step | None = None  # a model turn claiming success after that change
         self.write_refused: tuple[Record, Step] | None = None  # a change refused on a record the run had read
+        # figures (numbers with decimals) in the results about someone else's record, and in all other results
+        self.foreign_figures: set[str] | None = None
+        self.own_figures: set[str] = set()
+        self.told: tuple[Step, str] | None = None  # a model turn telling the user a figure of someone else's record
 
     def observe(self, step: Step) -> None:
         if step is self.seen:
@@ -75,38 +81,69 @@ class Records(SharedState):
         if step.kind is LLM:
             if step.user_text:
                 self.user.update(_contacts(step.user_text))
-            if self.wrong_write is not None and self.claimed is None and says_success(step.said):
-                self.claimed = step
+            said = step.said
+            if said:
+                if self.wrong_write is not None and self.claimed is None and says_success(said):
+                    self.claimed = step
+                if self.foreign_figures and self.told is None:
+                    self._telling(step, said)
             return
         if step.kind is not TOOL:
             return
         args = step.args_text
         effect = self.tools.effect(step.tool)
+        about_foreign = False
         if args:
             if effect is not STATE_CHANGING:
                 self.user.update(_contacts(args))
             for record in self.records.values():
                 if record.step is not step and record.quoted in args:
-                    self._used(record, step, effect is STATE_CHANGING)
+                    about_foreign |= self._used(record, step, effect is STATE_CHANGING)
         text = step.result_text
-        if text and text.lstrip()[:1] == "{" and (match := _ID.search(text)) is not None:
+        if not text:
+            return
+        figures = _FIGURE.findall(text)
+        if text.lstrip()[:1] == "{" and (match := _ID.search(text)) is not None and match.group(2) not in \
+                self.records and len(self.records) < MAX_RECORDS:
             record_id = match.group(2)
-            if record_id not in self.records and len(self.records) < MAX_RECORDS:
-                status = _STATUS.search(text)
-                contacts = {contact_key(v) for v in _CONTACT.findall(text)} if "hone" in text or "mail" in text \
-                    else set()
-                self.records[record_id] = Record(step, record_id, contacts, status.group(1) if status else None)
+            status = _STATUS.search(text)
+            contacts = {contact_key(v) for v in _CONTACT.findall(text)} if "hone" in text or "mail" in text else set()
+            self.records[record_id] = Record(step, record_id, contacts, status.group(1) if status else None,
+                                             set(figures))
+        elif about_foreign:
+            if self.foreign_figures is None:
+                self.foreign_figures = set()
+            self.foreign_figures.update(figures)
+        else:
+            self.own_figures.update(figures)
 
-    def _used(self, record: Record, step: Step, writes: bool) -> None:
+    def _telling(self, step: Step, said: str) -> None:
+        """Whether the model told the user a figure that only someone else's records hold."""
+        foreign = self.foreign_figures or set()
+        for figure in _FIGURE.findall(said):
+            if figure in foreign and figure not in self.own_figures and not any(
+                    figure in r.figures for r in self.records.values() if not r.foreign):
+                self.told = (step, figure)
+                return
+
+    def _used(self, record: Record, step: Step, writes: bool) -> bool:
+        """Note a call on a known record; whether the record is someone else's."""
         user = self.user
         if user and record.contacts and not record.contacts & user:
+            if not record.foreign:
+                record.foreign = True
+                if self.foreign_figures is None:
+                    self.foreign_figures = set()
+                self.foreign_figures.update(record.figures)
             if self.acted is None:
                 self.acted = (record, step)
             if writes and self.wrong_write is None and tool_error(step) is None:
                 self.wrong_write = (record, step)
-        elif writes and self.write_refused is None and tool_error(step) is not None and not transient(step) and \
+            return True
+        if writes and self.write_refused is None and tool_error(step) is not None and not transient(step) and \
                 _STATE_CONDITION.search(step.result_text or step.error_message or "") is not None:
             self.write_refused = (record, step)
+        return False
 
 
 def shared_records(detector: Detector) -> Records:

@@ -4,7 +4,7 @@ Signals (see `progress.ending`): a final answer claiming success ("done", "fixed
 a failed tool call, or while the check of the last change failed and was never passed (content capture on);
 with content off, a run that ended right after the check of its last change failed. With content: a handover
 claiming every step was done (`progress.handover`); success claimed after a change made to a record whose phone
-or email is not the user's (`records`)."""
+or email is not the user's, or a figure told to the user that only such a record holds (`records`)."""
 
 from __future__ import annotations
 
@@ -35,4 +35,10 @@ class IncorrectVerification(EndingDetector):
             found = Finding(self.code, 0.7, [record.step.span_id, step.span_id, claim.span_id],
                             f"claimed success after {step.tool} changed {record.id}, whose {record.step.tool} result "
                             "names another phone or email than the user gave", CONTENT)
+        if found is None and records.told is not None and records.acted is not None:
+            record, step = records.acted
+            told, figure = records.told
+            found = Finding(self.code, 0.6, [record.step.span_id, step.span_id, told.span_id],
+                            f"told the user {figure}, a figure of {record.id}, whose {record.step.tool} result names "
+                            "another phone or email than the user gave", CONTENT)
         return found
