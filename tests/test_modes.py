@@ -67,7 +67,8 @@ def test_every_scenario_gets_its_labels_with_content_on(name: str) -> None:
 
 def test_findings_carry_span_evidence_reason_and_basis() -> None:
     for name in ("d0-stops-after-error", "d0-restart-unchecked", "d0-check-fails-claimed", "d0-langgraph-limit",
-                 "d0-prompt-collapse", "d0-goes-on-after-failed-write", "d0-says-x-does-y"):
+                 "d0-prompt-collapse", "d0-goes-on-after-failed-write", "d0-says-x-does-y", "d0-parallel-calls",
+                 "d0-hands-over-giving-up", "d0-acts-on-someone-elses-record", "d0-looks-up-again"):
         sink = Sink()
         processor = Processor(ProcessorConfig(), [sink])
         spans = records(SCENARIOS[name].request).spans
@@ -109,6 +110,47 @@ def test_content_only_signals_need_content() -> None:
     said.tool("search_hotels", {"city": "Oslo"}, "[]").answer("No hotels.")
     assert classify(said).findings["FM-2.6"].basis == "content"
     assert "FM-2.6" not in classify(said, content=False).findings
+
+
+@pytest.mark.parametrize("name", ["d0-parallel-calls", "d0-acts-without-yes", "d0-hands-over-giving-up",
+                                  "d0-hands-over-claiming-all-done", "d0-acts-on-someone-elses-record",
+                                  "d0-looks-up-again"])
+def test_conversation_signals_need_content(name: str) -> None:
+    """The users' turns, the instructions, arguments and results are opt-in content: without them none of these
+    findings can be made, and none is made up."""
+    from mastwatch.evaluate import classify as classify_runs
+    from mastwatch.evaluate import scenario_runs
+
+    run = next(r for r in scenario_runs(content=False) if r.run_id == name)
+    found, _ = classify_runs([run])
+    assert not found[name] & set(run.modes)
+
+
+def test_handover_reasons_and_claims() -> None:
+    from mastwatch.collector.classify.signals import claims_all_done, gives_up, hands_over
+
+    assert hands_over("transfer_to_human_agents") and hands_over("escalateTicket") and not hands_over("transfer_funds")
+    assert gives_up("Despite a reboot the data connection still fails. Further technical support is required.")
+    assert not gives_up("The SIM card is locked with a PIN the user does not know; it cannot be unlocked here.")
+    assert not gives_up("The customer asks for a refund above the limit.")
+    assert claims_all_done("All standard troubleshooting steps have been completed.")
+    assert claims_all_done("I have tried all the available options.")
+    assert not claims_all_done("All items were returned.")
+
+
+def test_a_figure_of_someone_elses_record_told_to_the_user() -> None:
+    run = Run("figures")
+    run.user("Hi, my number is 555-010-2002.").call("get_customer", {"phone": "555-010-2002"},
+                                                    {"customer_id": "C1", "phone_number": "555-010-2002"})
+    run.call("get_line", {"id": "L1"}, {"line_id": "L1", "phone_number": "555-010-2001", "data_used_gb": 3.2})
+    run.call("get_usage", {"line_id": "L1"}, {"used": 3.2, "limit": 5.5})
+    found = classify(run.answer("You have used 3.2 GB of your 5.5 GB.")).findings
+    assert set(found) == {"FM-2.5", "FM-3.3"} and "3.2" in found["FM-3.3"].reason
+    own = Run("own figures")
+    own.user("Hi, my number is 555-010-2001.").call("get_line", {"id": "L1"},
+                                                    {"line_id": "L1", "phone_number": "555-010-2001", "used": 3.2})
+    own.call("get_usage", {"line_id": "L1"}, {"used": 3.2, "limit": 5.5})
+    assert not classify(own.answer("You have used 3.2 GB of your 5.5 GB.")).findings
 
 
 def test_a_retry_that_passes_resolves_the_error() -> None:
