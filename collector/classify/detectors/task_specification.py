@@ -52,7 +52,7 @@ class TaskSpecification(Detector):
         if step.kind is LLM:
             if step.rules:
                 self.rules = step.rules
-            if step.user_text is not None and _AFFIRMS.search(step.user_text):
+            if self.rules & CONFIRM_FIRST and step.user_text is not None and _AFFIRMS.search(step.user_text):
                 self.affirmed = True
             if step.finish_reasons and not asks_for_tools(step):
                 self.asked = True
