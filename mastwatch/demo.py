@@ -3,8 +3,10 @@
 Each agent runs one task after another as an `invoke_agent` span with `chat` and `execute_tool` children
 (OTel GenAI conventions, content capture on). Most runs are healthy. Some loop (the same call again and
 again, or a two-step cycle: FM-1.3), some retry after an error, some poll; some claim success after their
-check failed (FM-3.3), some change state and never check it (FM-3.2), and some hit the framework's turn
-limit (FM-1.5, as the OpenAI Agents SDK's MaxTurnsExceeded). Half the agents export over gRPC, half over HTTP.
+check failed (FM-3.3), some change state and never check it (FM-3.2), some hit the framework's turn
+limit (FM-1.5, as the OpenAI Agents SDK's MaxTurnsExceeded), and some hand the user over to a person while the
+problem is still there and no cause was found (FM-3.1 and FM-3.2, read from the user's turn in
+`gen_ai.input.messages` and the handover's arguments). Half the agents export over gRPC, half over HTTP.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ FLEET = (
             "http", "update_ticket", "search_tickets"),
 )
 BEHAVIOURS = {"healthy": 10, "loop": 4, "cycle": 2, "retry": 2, "poll": 2, "false_success": 1, "unchecked": 1,
-              "turn_limit": 1}  # relative weights
+              "turn_limit": 1, "gives_up": 1}  # relative weights
 
 
 class SimulatedAgent:
@@ -57,7 +59,9 @@ class SimulatedAgent:
         self.rng = rng
         self.pace = pace  # seconds per step
 
-    def _chat(self, prompt_tokens: int, tool: str | None, args: dict | None, text: str = "") -> None:
+    def _chat(self, prompt_tokens: int, tool: str | None, args: dict | None, text: str = "",
+              heard: str | None = None) -> None:
+        """A model call; `heard`: what the user said before it (the last turn of its input messages)."""
         p = self.p
         with self.tracer.start_as_current_span(f"chat {p.model}", kind=SpanKind.CLIENT) as span:
             time.sleep(self.pace * self.rng.uniform(0.5, 1.0))
@@ -76,6 +80,9 @@ class SimulatedAgent:
                 "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": parts,
                                                        "finish_reason": "tool_call" if tool else "stop"}]),
             })
+            if heard:
+                span.set_attribute("gen_ai.input.messages", json.dumps(
+                    [{"role": "user", "parts": [{"type": "text", "content": heard}]}]))
 
     def _tool(self, name: str, args: dict, result: str, error: bool = False) -> None:
         with self.tracer.start_as_current_span(f"execute_tool {name}", kind=SpanKind.INTERNAL) as span:
@@ -128,6 +135,14 @@ class SimulatedAgent:
             elif behaviour == "unchecked":  # a change acknowledged, never checked: FM-3.2
                 tokens = self._step(tokens, first, target, json.dumps({"id": target["id"], "items": 3}))
                 tokens = self._step(tokens, p.change, target, json.dumps({"status": "accepted", "id": target["id"]}))
+            elif behaviour == "gives_up":  # hands over while the problem is still there, no cause found: FM-3.1, 3.2
+                self._chat(tokens, first, target, heard=f"Item {target['id']} still does not work, I tried again.")
+                self._tool(first, target, json.dumps({"id": target["id"], "state": "active"}))
+                summary = {"summary": f"Despite the checks, the problem with {target['id']} persists. Further "
+                                      "technical support is needed."}
+                tokens = self._step(tokens + 300, "transfer_to_human_agents", summary, "Transfer successful")
+                self._chat(tokens, None, None, text="You are being transferred to a human agent.")
+                return behaviour, f"{root.get_span_context().trace_id:032x}"
             elif behaviour == "turn_limit":  # the framework stops the run at its turn limit: FM-1.5
                 reads = (first, second, p.check)
                 for page in range(rng.randint(3, 5)):

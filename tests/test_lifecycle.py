@@ -250,7 +250,8 @@ def test_demo_fills_metrics_and_store_within_a_minute(tmp_path: Path) -> None:
 def test_every_demo_behaviour_shows_its_failure_mode(server) -> None:
     """Each simulated behaviour, for every agent of the fleet, shows exactly the mode it stands for."""
     expected = {"healthy": [], "poll": [], "retry": [], "loop": ["FM-1.3"], "cycle": ["FM-1.3"],
-                "false_success": ["FM-3.3"], "unchecked": ["FM-3.2"], "turn_limit": ["FM-1.5"]}
+                "false_success": ["FM-3.3"], "unchecked": ["FM-3.2"], "turn_limit": ["FM-1.5"],
+                "gives_up": ["FM-3.1", "FM-3.2"]}
     assert set(expected) == set(BEHAVIOURS)
     runs = {}
     for i, profile in enumerate(FLEET):
