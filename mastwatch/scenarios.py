@@ -496,6 +496,9 @@ def _conversation(tag: str, read: str, rargs: Any, write: str, wargs: Any, check
     r.call("get_record_details", {"id": "A-2"}, record)
     r.call("resume_record", {"id": "A-2"}, "Error: record must be suspended to resume", error="ToolError")
     yield r.name, {"FM-2.5"}, r.answer("I'm sorry, the record cannot be resumed: it is not suspended.")
+    r = Run(f"{tag}-changes-then-ends-silently")  # neither checked nor told: the last turn is a bare stop token
+    r.call(read, rargs, {"id": 1, "status": "open"}).call(write, wargs, {"id": 1, "status": "done"})
+    yield r.name, {"FM-3.1", "FM-3.2"}, r.answer("###STOP###")
     r = Run(f"{tag}-looks-up-again")
     r.call(read, rargs, {"id": 1, "status": "open"}).call("lookup_policy", {"topic": "changes"}, "allowed")
     r.call(read, rargs, {"id": 1, "status": "open"}).call("lookup_policy", {"topic": "fees"}, "none")

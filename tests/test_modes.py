@@ -114,7 +114,7 @@ def test_content_only_signals_need_content() -> None:
 
 @pytest.mark.parametrize("name", ["d0-parallel-calls", "d0-acts-without-yes", "d0-hands-over-giving-up",
                                   "d0-hands-over-claiming-all-done", "d0-acts-on-someone-elses-record",
-                                  "d0-looks-up-again"])
+                                  "d0-looks-up-again", "d0-changes-then-ends-silently"])
 def test_conversation_signals_need_content(name: str) -> None:
     """The users' turns, the instructions, arguments and results are opt-in content: without them none of these
     findings can be made, and none is made up."""

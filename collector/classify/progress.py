@@ -19,6 +19,7 @@ from .signals import (
     explains_failure,
     gives_up,
     hands_over,
+    says_nothing,
     tool_error,
     transient,
     unhealthy,
@@ -219,6 +220,20 @@ def _handover(p: Progress) -> list[Ending]:
     return out
 
 
+def silent_end(p: Progress) -> Ending | None:
+    """A run that ended right after a change that worked, its last model turn saying nothing to anyone (a bare
+    stop token; content capture on): the change was neither checked nor reported (FM-3.2), and the run stopped
+    before telling what it did (FM-3.1). Not after a handover or a tool that ends a run by design."""
+    last, llm = p.last_tool, p.last_llm
+    if last is None or llm is None or llm.said is None or p.limit is not None or p.unseen_tool or \
+            last is not p.write or llm.end_ns < last.end_ns or hands_over(last.tool) or p.tools.is_final(last.tool):
+        return None
+    if not says_nothing(llm.said):
+        return None
+    return Ending("FM-3.2", 0.6, CONTENT, [last, llm], f"the run ended right after {last.tool}, saying nothing: the "
+                  "change was neither checked nor reported")
+
+
 def shared_progress(detector: Detector) -> Progress:
     """The trace's Progress, shared by the detectors that judge its ending."""
     return shared(detector, "progress", lambda: Progress(detector.tools))
@@ -243,6 +258,9 @@ class EndingDetector(Detector):
         end = ending(self.progress)
         if end is None or end.code != self.code:
             end = next((h for h in handover(self.progress) if h.code == self.code), None)
+            if end is None and self.code == "FM-3.1" and (silent := silent_end(self.progress)) is not None:
+                end = silent._replace(code="FM-3.1", reason=silent.reason.replace(
+                    "the change was neither checked nor reported", "it stopped before telling what it did"))
             if end is None:
                 return None
         return Finding(self.code, end.confidence, [s.span_id for s in end.evidence], end.reason, end.basis)

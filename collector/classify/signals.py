@@ -107,6 +107,10 @@ _EXHAUSTED: Final = re.compile(
     r"(steps?|options?|fix(es)?|solutions?)|after all (the )?(troubleshooting |standard )*steps", re.IGNORECASE)
 
 
+# A final turn that says nothing to anyone: a bare control token ("###STOP###", "<end>") or nothing.
+_SILENT: Final = re.compile(r"^\W*(stop|end|terminate|exit)?\W*$", re.IGNORECASE)
+
+
 # A log reader's result is what the system logged: its error lines are data, not the call failing. Only a
 # failure of the call itself counts there (the pod or file not found, access denied, the reader timing out).
 _LOG_WORDS: Final = frozenset({"log", "logs", "journal", "journalctl", "syslog", "events"})
@@ -229,3 +233,8 @@ def gives_up(text: str) -> bool:
 def claims_all_done(text: str) -> bool:
     """Text claiming every step or check was done ("all troubleshooting steps have been completed")."""
     return _EXHAUSTED.search(text) is not None
+
+
+def says_nothing(text: str) -> bool:
+    """Model text that tells nobody anything: empty, or a bare control token ("###STOP###")."""
+    return _SILENT.match(text) is not None

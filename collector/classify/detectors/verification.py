@@ -7,14 +7,15 @@ the request ("accepted", "queued", "restarting"; content). Any later read-only o
 (a limit hit, or ended before the model saw the last tool result: FM-1.5) had no chance to check.
 
 With content: a run handed over to a person while the problem was still there and no cause found (see
-`progress.handover`) concluded it could not be fixed without the checks that would have found the cause."""
+`progress.handover`) concluded it could not be fixed without the checks that would have found the cause; a run
+that ended right after a change, saying nothing (`progress.silent_end`), neither checked nor reported it."""
 
 from __future__ import annotations
 
 from ...config import VerificationSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
-from ..progress import handover, shared_progress
+from ..progress import handover, shared_progress, silent_end
 from ..signals import CONTENT, STRUCTURE, acknowledged_only, asks_for_tools, tool_error
 from ..tools import STATE_CHANGING
 
@@ -63,6 +64,9 @@ class Verification(Detector):
         change = self.change
         if change is None or self.stopped or self._unseen:  # stopped from outside before it could check (FM-1.5)
             gave_up = next((h for h in handover(self.progress) if h.code == "FM-3.1"), None)
+            if gave_up is None and not self.stopped and (silent := silent_end(self.progress)) is not None:
+                return Finding(self.code, silent.confidence, [s.span_id for s in silent.evidence], silent.reason,
+                               silent.basis)
             if gave_up is None or self.stopped:
                 return None
             return Finding(self.code, 0.6, [s.span_id for s in gave_up.evidence], f"handed over with "
