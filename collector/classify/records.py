@@ -5,7 +5,8 @@ A tool result holding one record (a JSON object) is read at its start: its id (t
 its contact values (keys naming a phone or an email) and its `status`. Who the user is: the phone numbers and
 emails in what the user said, and in the arguments of lookups (an agent finds the user by them). A record
 whose contact values are all other than the user's is someone else's: a later call on it acts on the wrong
-record. Constant work per step: a few regular expressions over the step's text, and a look for each kept
+record. A change refused for the state a looked-up record showed (its `status`) ignored what the run had seen.
+Constant work per step: a few regular expressions over the step's text, and a look for each kept
 record's id in the arguments (records kept: at most `MAX_RECORDS`)."""
 
 from __future__ import annotations
@@ -146,8 +147,8 @@ class Records(SharedState):
             if writes and self.wrong_write is None and tool_error(step) is None:
                 self.wrong_write = (record, step)
             return True
-        if writes and self.write_refused is None and tool_error(step) is not None and not transient(step) and \
-                _STATE_CONDITION.search(step.result_text or step.error_message or "") is not None:
+        if writes and self.write_refused is None and record.status is not None and tool_error(step) is not None and \
+                not transient(step) and _STATE_CONDITION.search(step.result_text or step.error_message or ""):
             self.write_refused = (record, step)
         return False
 
