@@ -6,6 +6,7 @@ with Grafana's macros expanded, and the report renders from the same store."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -219,7 +220,8 @@ def test_the_report_renders_the_store_panels(live: Live, tmp_path: Path) -> None
     assert all(rows or panel["title"] in STORE_MAY_BE_EMPTY for _, panel, rows in results)
     page = report.render_html(results, live.config, "10m")
     assert page.count("<svg") == 7 and "Costliest looping runs" in page and "Tools repeated most (store)" in page
-    assert "FM-3.3 (content): final answer claims success" in page
+    assert "final answer claims success" in page  # FM-3.3's latest reason, in the findings by mode
+    assert re.search(r"FM-\d\.\d \((content|structure)\): \w", page)  # recent traces: each mode's basis and reason
     assert 'href="http://localhost:16686/trace/' in page and "$__" not in page
     png = tmp_path / "report.png"
     report.render_png(results, png)
