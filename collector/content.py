@@ -16,7 +16,7 @@ import orjson
 from ._content import collapse, is_canonical
 
 PREVIEW_CHARS: Final = 160  # what of a piece of content is kept for evidence; the rest is only hashed
-TEXT_CHARS: Final = 4000  # what of a message or tool result detectors read (content capture on)
+TEXT_CHARS: Final = 2000  # what of a message or tool result detectors read (content capture on)
 RAW_LIMIT: Final = 512  # larger values are fingerprinted at once
 # What orjson cannot write (integers past 64 bits, strings with lone surrogates) the standard library does.
 _ENCODER: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -70,8 +70,9 @@ class Records(SharedState):
         self.begin()
 
     def begin(self) -> None:
-        self.records: dict[str, Record] = {}
-        self.user: set[str] = set()  # contact values the user gave (normalised)
+        # made when first needed, as the others: most runs name no record and no contact
+        self.records: dict[str, Record] | None = None
+        self.user: set[str] | None = None  # contact values the user gave (normalised)
         self.seen: Step | None = None
         # findings' material, first of each kept
         self.acted: tuple[Record, Step] | None = None  # a call on someone else's record
@@ -80,7 +81,7 @@ class Records(SharedState):
         self.write_refused: tuple[Record, Step] | None = None  # a change refused on a record the run had read
         # figures (numbers with decimals) in the results about someone else's record, and in all other results
         self.foreign_figures: set[str] | None = None
-        self.own_figures: set[str] = set()
+        self.own_figures: set[str] | None = None
         self.told: tuple[Step, str] | None = None  # a model turn telling the user a figure of someone else's record
 
     def observe(self, step: Step) -> None:
@@ -89,7 +90,7 @@ class Records(SharedState):
         self.seen = step
         if step.kind is LLM:
             if step.user_text:
-                self.user.update(_contacts(step.user_text))
+                self._heard(_contacts(step.user_text))
             said = step.said
             if said:
                 if self.wrong_write is not None and self.claimed is None and says_success(said):
@@ -104,32 +105,43 @@ class Records(SharedState):
         about_foreign = False
         if args:
             if effect is not STATE_CHANGING:
-                self.user.update(_contacts(args))
-            for record in self.records.values():
+                self._heard(_contacts(args))
+            for record in (self.records or {}).values():
                 if record.step is not step and record.quoted in args:
                     about_foreign |= self._used(record, step, effect is STATE_CHANGING)
         text = step.result_text
         if not text:
             return
-        if text.lstrip()[:1] == "{" and (match := _ID.search(text)) is not None and match.group(2) not in \
-                self.records and len(self.records) < MAX_RECORDS:
+        records = self.records
+        if text.lstrip()[:1] == "{" and (match := _ID.search(text)) is not None and (
+                records is None or (match.group(2) not in records and len(records) < MAX_RECORDS)):
             record_id = match.group(2)
+            if records is None:
+                records = self.records = {}
             status = _STATUS.search(text)
             contacts = {contact_key(v) for v in _CONTACT.findall(text)} if "hone" in text or "mail" in text else set()
-            self.records[record_id] = Record(step, record_id, contacts, status.group(1) if status else None)
+            records[record_id] = Record(step, record_id, contacts, status.group(1) if status else None)
         elif about_foreign:
             if self.foreign_figures is None:
                 self.foreign_figures = set()
             self.foreign_figures.update(_FIGURE.findall(text))
         elif self.foreign_figures is not None:  # figures only matter once someone else's record was used
+            if self.own_figures is None:
+                self.own_figures = set()
             self.own_figures.update(_FIGURE.findall(text))
+
+    def _heard(self, contacts: list[str]) -> None:
+        if contacts:
+            if self.user is None:
+                self.user = set()
+            self.user.update(contacts)
 
     def _telling(self, step: Step, said: str) -> None:
         """Whether the model told the user a figure that only someone else's records hold."""
         foreign = self.foreign_figures or set()
         for figure in _FIGURE.findall(said):
-            if figure in foreign and figure not in self.own_figures and not any(
-                    figure in r.figures for r in self.records.values() if not r.foreign):
+            if figure in foreign and figure not in (self.own_figures or ()) and not any(
+                    figure in r.figures for r in (self.records or {}).values() if not r.foreign):
                 self.told = (step, figure)
                 return
 
