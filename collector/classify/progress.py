@@ -1,7 +1,8 @@
 """Where a run stands, kept incrementally from its model and tool steps (constant work per step).
 
 Shared by the detectors that judge how a run ends (FM-3.1, FM-3.2, FM-3.3): the last write, the checks
-after it, the errors not yet resolved, and whether the model saw the last tool result."""
+after it, the errors not yet resolved, whether the model saw the last tool result, and (content capture on)
+how it handed over to a person and whether its last turn said anything."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from .tools import READ_ONLY, STATE_CHANGING, ToolClassifier
 
 class Progress(SharedState):
     __slots__ = ("checks_after_write", "ended", "error", "error_basis", "error_known", "explained", "failed_check",
-                 "failed_check_basis", "failures", "handed_over", "handover", "last_llm", "last_said", "last_tool",
+                 "failed_check_basis", "failures", "handed_over", "handover", "handover_said", "last_llm", "last_tool",
                  "limit", "llm_calls", "seen", "tool_calls", "tools", "unseen_tool", "write")
 
     def __init__(self, tools: ToolClassifier) -> None:
@@ -56,8 +57,8 @@ class Progress(SharedState):
         self.limit: Step | None = None  # a step stopped by the framework's limit (FM-1.5 explains the ending)
         self.seen: Step | None = None
         self.ended: tuple[Step | None, Ending | None] | None = None  # (step last seen, the ending judged then)
-        self.last_said: Step | None = None  # the last model call that said something (content capture on)
         self.handover: Step | None = None  # the last call handing the run over to a person
+        self.handover_said: Step | None = None  # the model call asking for it, when it said why (content)
         self.handed_over: tuple[Step | None, list[Ending]] | None = None  # (step last seen, handover() then)
 
     def observe(self, step: Step) -> None:
@@ -69,8 +70,6 @@ class Progress(SharedState):
         if step.kind is LLM:
             self.llm_calls += 1
             self.last_llm = step
-            if step.said:
-                self.last_said = step
             self.unseen_tool = False
             error = self.error
             if error is not None and error is self.last_tool and self.explained is not error and \
@@ -82,9 +81,10 @@ class Progress(SharedState):
     def _tool(self, step: Step) -> None:
         self.tool_calls += 1
         before, self.last_tool = self.last_tool, step
+        last_llm = self.last_llm
         if hands_over(step.tool):
             self.handover = step
-        last_llm = self.last_llm
+            self.handover_said = last_llm if last_llm is not None and last_llm.said else None
         self.unseen_tool = last_llm is not None and asks_for_tools(last_llm)
         basis = tool_error(step)
         effect = self.tools.effect(step.tool)
@@ -205,9 +205,9 @@ def _handover(p: Progress) -> list[Ending]:
     step = p.handover
     if step is None or step is not p.last_tool or p.limit is not None:
         return []
-    said = p.last_said
+    said = p.handover_said
     reason = step.args_text or ""
-    if said is not None and said.end_ns <= step.end_ns and said.said:
+    if said is not None and said.said:
         reason = f"{said.said}\n{reason}"
     evidence = [step] if said is None else [said, step]
     out = []
@@ -220,7 +220,11 @@ def _handover(p: Progress) -> list[Ending]:
     return out
 
 
-def silent_end(p: Progress) -> Ending | None:
+_SILENT_REASONS = {"FM-3.1": "it stopped before telling what it did",
+                   "FM-3.2": "the change was neither checked nor reported"}
+
+
+def silent_end(p: Progress, code: str) -> Ending | None:
     """A run that ended right after a change that worked, its last model turn saying nothing to anyone (a bare
     stop token; content capture on): the change was neither checked nor reported (FM-3.2), and the run stopped
     before telling what it did (FM-3.1). Not after a handover or a tool that ends a run by design."""
@@ -230,8 +234,8 @@ def silent_end(p: Progress) -> Ending | None:
         return None
     if not says_nothing(llm.said):
         return None
-    return Ending("FM-3.2", 0.6, CONTENT, [last, llm], f"the run ended right after {last.tool}, saying nothing: the "
-                  "change was neither checked nor reported")
+    return Ending(code, 0.6, CONTENT, [last, llm], f"the run ended right after {last.tool}, saying nothing: "
+                  f"{_SILENT_REASONS[code]}")
 
 
 def shared_progress(detector: Detector) -> Progress:
@@ -258,9 +262,8 @@ class EndingDetector(Detector):
         end = ending(self.progress)
         if end is None or end.code != self.code:
             end = next((h for h in handover(self.progress) if h.code == self.code), None)
-            if end is None and self.code == "FM-3.1" and (silent := silent_end(self.progress)) is not None:
-                end = silent._replace(code="FM-3.1", reason=silent.reason.replace(
-                    "the change was neither checked nor reported", "it stopped before telling what it did"))
+            if end is None and self.code in _SILENT_REASONS:
+                end = silent_end(self.progress, self.code)
             if end is None:
                 return None
         return Finding(self.code, end.confidence, [s.span_id for s in end.evidence], end.reason, end.basis)

@@ -64,7 +64,7 @@ class Verification(Detector):
         change = self.change
         if change is None or self.stopped or self._unseen:  # stopped from outside before it could check (FM-1.5)
             gave_up = next((h for h in handover(self.progress) if h.code == "FM-3.1"), None)
-            if gave_up is None and not self.stopped and (silent := silent_end(self.progress)) is not None:
+            if gave_up is None and not self.stopped and (silent := silent_end(self.progress, self.code)) is not None:
                 return Finding(self.code, silent.confidence, [s.span_id for s in silent.evidence], silent.reason,
                                silent.basis)
             if gave_up is None or self.stopped:
