@@ -143,6 +143,9 @@ def test_the_users_last_turn_is_read_from_the_tail_of_a_long_history() -> None:
     assert s.user_text == "yes, go ahead"
     s = step("chat x", {"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(turn[:3])})
     assert s.user_text is None  # nothing said by the user since the model's last turn
+    flat = [{"role": "user", "content": "cancel it"}, {"role": "user", "content": [{"type": "text", "text": "yes"}]}]
+    s = step("chat x", {"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(flat)})
+    assert s.user_text == "cancel it\nyes"  # the older flat form, and OpenAI-style content parts
 
 
 def test_every_optional_genai_key_is_read() -> None:

@@ -171,11 +171,12 @@ def _user_turn(messages: Any) -> str | None:
             texts.clear()
         elif role == "user":
             parts = message.get("parts")
-            if parts is None and isinstance(message.get("content"), str):
-                texts.append(message["content"])
-            for part in parts or ():
-                if isinstance(part, dict) and part.get("type") == "text":
-                    texts.append(str(part.get("content", "")))
+            if parts is None:  # the older flat form: a string, or OpenAI-style content parts
+                content = message.get("content")
+                parts = [{"type": "text", "content": content}] if isinstance(content, str) else content
+            for part in parts if isinstance(parts, list) else ():
+                if isinstance(part, dict) and part.get("type") in ("text", "input_text"):
+                    texts.append(str(part.get("content", part.get("text", ""))))
     return "\n".join(texts)[:TEXT_CHARS] if texts else None
 
 

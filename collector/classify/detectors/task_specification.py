@@ -4,7 +4,7 @@ The rules come from two places:
 - the agent's own instructions (`gen_ai.system_instructions`, read by normalize.instructions; content capture
   on): "one tool call at a time" is broken by a model turn asking for several tool calls at once; "explicit
   confirmation before acting" by a state-changing call when the user has not said yes (or confirm, go ahead,
-  proceed) since the last state-changing call;
+  proceed) since the last state-changing call (judged only in runs whose users' turns are captured);
 - `confirm_tools`, tool patterns you configure that must only run after the user was asked, that is after a
   model call that ended its turn (no tool calls) since the run began or since the last such tool ran
   (structure).
@@ -43,6 +43,7 @@ class TaskSpecification(Detector):
         self.asked = False  # a model call ended its turn (asked the user) since the last confirmed action
         self.rules = 0  # the rules the agent's instructions state, as last seen
         self.affirmed = False  # the user said yes since the last state-changing call
+        self.heard = False  # a user's turn was read: without any, a yes could not be seen either
         self.caller: Step | None = None  # the model call whose tool calls are arriving
         self.found: Finding | None = None
 
@@ -52,8 +53,10 @@ class TaskSpecification(Detector):
         if step.kind is LLM:
             if step.rules:
                 self.rules = step.rules
-            if self.rules & CONFIRM_FIRST and step.user_text is not None and _AFFIRMS.search(step.user_text):
-                self.affirmed = True
+            if self.rules & CONFIRM_FIRST and step.user_text is not None:
+                self.heard = True
+                if _AFFIRMS.search(step.user_text):
+                    self.affirmed = True
             if step.finish_reasons and not asks_for_tools(step):
                 self.asked = True
             self.caller = step
@@ -70,7 +73,8 @@ class TaskSpecification(Detector):
                                      STRUCTURE)
                 return self.found
             self.asked = False
-        if self.rules & CONFIRM_FIRST and self.tools.effect(tool) is STATE_CHANGING and not _HANDOVER.search(tool):
+        if self.rules & CONFIRM_FIRST and self.heard and self.tools.effect(tool) is STATE_CHANGING and \
+                not _HANDOVER.search(tool):
             if not self.affirmed:
                 evidence = [step.span_id] if self.caller is None else [self.caller.span_id, step.span_id]
                 self.found = Finding(self.code, 0.7, evidence, f"{tool} changed state without the user's explicit "
