@@ -62,7 +62,8 @@ class Record:
 
 
 class Records(SharedState):
-    __slots__ = ("acted", "claimed", "records", "seen", "tools", "user", "write_refused", "wrong_write")
+    __slots__ = ("acted", "claimed", "foreign_figures", "own_figures", "records", "seen", "told", "tools", "user",
+                 "write_refused", "wrong_write")
 
     def __init__(self, tools: ToolClassifier) -> None:
         super().__init__()
