@@ -8,6 +8,7 @@ import functools
 import re
 from typing import Final
 
+from ..bounded import remember
 from ..normalize.limits import LIMIT_TEXT
 from ..steps import Step
 from .tools import name_words
@@ -220,9 +221,17 @@ def stated_tool(step: Step) -> str | None:
     return match.group(1) if match else None
 
 
+_HANDS_OVER_KNOWN: Final[dict[str, bool]] = {}
+
+
 def hands_over(tool: str | None) -> bool:
-    """Whether a tool hands the conversation over to a person (its name says so)."""
-    return tool is not None and _HANDS_OVER.search(tool) is not None
+    """Whether a tool hands the conversation over to a person (its name says so), cached per name."""
+    if tool is None:
+        return False
+    known = _HANDS_OVER_KNOWN.get(tool)
+    if known is None:
+        known = remember(_HANDS_OVER_KNOWN, tool, _HANDS_OVER.search(tool) is not None, 10_000)
+    return known
 
 
 def gives_up(text: str) -> bool:

@@ -19,14 +19,13 @@ from ...config import TaskSpecificationSettings
 from ...normalize.instructions import CONFIRM_FIRST, ONE_CALL_AT_A_TIME
 from ...steps import LLM, TOOL, Finding, Step
 from ..detector import Detector
-from ..signals import CONTENT, STRUCTURE, asks_for_tools
+from ..signals import CONTENT, STRUCTURE, asks_for_tools, hands_over
 from ..tools import STATE_CHANGING
 
 # A user's turn saying yes to what the agent proposed.
 _AFFIRMS: Final = re.compile(
     r"\b(yes|yeah|yep|confirm(ed)?|go ahead|proceed|please do|do it|sounds good|that'?s (right|correct)|correct|"
     r"sure|ok(ay)?|agreed?|i agree|approved?)\b", re.IGNORECASE)
-_HANDOVER: Final = re.compile(r"human|escalat|handoff|hand_off|transfer_to", re.IGNORECASE)
 
 
 class TaskSpecification(Detector):
@@ -74,7 +73,7 @@ class TaskSpecification(Detector):
                 return self.found
             self.asked = False
         if self.rules & CONFIRM_FIRST and self.heard and self.tools.effect(tool) is STATE_CHANGING and \
-                not _HANDOVER.search(tool):
+                not hands_over(tool) and not self.tools.is_final(tool):
             if not self.affirmed:
                 evidence = [step.span_id] if self.caller is None else [self.caller.span_id, step.span_id]
                 self.found = Finding(self.code, 0.7, evidence, f"{tool} changed state without the user's explicit "
