@@ -36,6 +36,7 @@ class TaskSpecification(Detector):
 
     def __init__(self, settings: TaskSpecificationSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
+        self.configured = bool(settings.confirm_tools)  # tool patterns to judge by, whatever the instructions
         self.begin()
 
     def begin(self) -> None:
@@ -52,6 +53,8 @@ class TaskSpecification(Detector):
         if step.kind is LLM:
             if step.rules:
                 self.rules = step.rules
+            elif not self.rules and not self.configured:
+                return None  # no rule to judge by (yet): most runs, and every run without content
             if self.rules & CONFIRM_FIRST and step.user_text is not None:
                 self.heard = True
                 if _AFFIRMS.search(step.user_text):
@@ -64,9 +67,9 @@ class TaskSpecification(Detector):
                                      "tool calls at once; the agent's instructions allow one at a time", CONTENT)
             return self.found
         tool = step.tool
-        if tool is None:
+        if tool is None or (not self.rules and not self.configured):
             return None
-        if self.settings.confirm(tool):
+        if self.configured and self.settings.confirm(tool):
             if not self.asked:
                 self.found = Finding(self.code, 0.8, [step.span_id], f"{tool} ran without asking the user first",
                                      STRUCTURE)
