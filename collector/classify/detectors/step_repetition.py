@@ -47,8 +47,8 @@ class StepRepetition(Detector):
          self._polling, self._unchanged_min_occurrences) = settings.plain
         # emptied by `_start_over`, never handed out
         self._calls: dict[tuple[str, str | int | None], list[Step]] = {}
-        self._writes_at: dict[tuple[str, str | int | None], int] = {}  # state-changing calls before its last call
-        self._conversation_at: dict[tuple[str, str | int | None], str | None] = {}  # the conversation of its last
+        # per call: the state-changing calls made before its last time, and the conversation it was in
+        self._state_at: dict[tuple[str, str | int | None], tuple[int, str | None]] = {}
         self._first_call: dict[str, Step | None] = {}  # None: its first call has been compared
         self._first_state: dict[str, tuple[int, str | None]] = {}  # writes and conversation at a first call
         self._sequence: list[Step] = []  # tool calls, in order
@@ -68,8 +68,7 @@ class StepRepetition(Detector):
     def _start_over(self) -> None:
         """Forget the calls made so far (a fresh invocation of the agent restarted the work)."""
         self._calls.clear()
-        self._writes_at.clear()
-        self._conversation_at.clear()
+        self._state_at.clear()
         self._conversation: str | None = None  # the conversation the last step named
         self._writes = 0  # state-changing calls so far
         self._unchanged: tuple[list[Step], str] | None = None  # a lookup made again, judged at the next tool call
@@ -166,7 +165,7 @@ class StepRepetition(Detector):
                 if first is not None:
                     key = (tool, first.args_key)
                     self._calls[key] = [first]
-                    self._writes_at[key], self._conversation_at[key] = self._first_state.pop(tool)
+                    self._state_at[key] = self._first_state.pop(tool)
                     self._first_call[tool] = None
                 changed = self._same_call(tool, step, previous)
         self._sequence.append(step)
@@ -176,9 +175,9 @@ class StepRepetition(Detector):
     def _same_call(self, tool: str, step: Step, previous: Step | None) -> bool:
         key = (tool, step.args_key)
         calls = self._calls.setdefault(key, [])
-        writes, self._writes_at[key] = self._writes_at.get(key, self._writes), self._writes
-        conversation, self._conversation_at[key] = self._conversation_at.get(key, self._conversation), \
-            self._conversation
+        now = (self._writes, self._conversation)
+        writes, conversation = self._state_at.get(key, now)
+        self._state_at[key] = now
         if calls and writes != self._writes:
             calls.clear()  # a state-changing call came between: this one checks the change
         if calls and previous is not None and previous.error and previous.tool == tool \
