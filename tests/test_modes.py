@@ -131,11 +131,12 @@ def test_handover_reasons_and_claims() -> None:
 
     assert hands_over("transfer_to_human_agents") and hands_over("escalateTicket") and not hands_over("transfer_funds")
     assert gives_up("Despite a reboot the data connection still fails. Further technical support is required.")
-    assert not gives_up("The SIM card is locked with a PIN the user does not know; it cannot be unlocked here.")
-    assert not gives_up("The customer asks for a refund above the limit.")
+    assert gives_up("The fix did not help and the line is still not working.") == "still not"
+    assert gives_up("The SIM card is locked with a PIN the user does not know; it cannot be unlocked here.") is None
+    assert gives_up("The customer asks for a refund above the limit.") is None
     assert claims_all_done("All standard troubleshooting steps have been completed.")
     assert claims_all_done("I have tried all the available options.")
-    assert not claims_all_done("All items were returned.")
+    assert claims_all_done("All items were returned.") is None
 
 
 def test_a_figure_of_someone_elses_record_told_to_the_user() -> None:

@@ -211,12 +211,12 @@ def _handover(p: Progress) -> list[Ending]:
         reason = f"{said.said}\n{reason}"
     evidence = [step] if said is None else [said, step]
     out = []
-    if reason and gives_up(reason):
+    if reason and (words := gives_up(reason)) is not None:
         out.append(Ending("FM-3.1", 0.7, CONTENT, evidence, f"handed over with {step.tool} while the problem was "
-                          "still there, naming no cause it could not remove itself"))
-    if reason and claims_all_done(reason):
-        out.append(Ending("FM-3.3", 0.7, CONTENT, evidence, f"handed over with {step.tool} claiming every step was "
-                          "done while the problem was still there"))
+                          f"still there ({words!r}), naming no cause it could not remove itself"))
+    if reason and (claim := claims_all_done(reason)) is not None:
+        out.append(Ending("FM-3.3", 0.7, CONTENT, evidence, f"handed over with {step.tool} claiming {claim!r} while "
+                          "the problem was still there"))
     return out
 
 

@@ -234,14 +234,18 @@ def hands_over(tool: str | None) -> bool:
     return known
 
 
-def gives_up(text: str) -> bool:
-    """A handover reason saying the problem is still there, without a cause the agent could not remove."""
-    return _PERSISTS.search(text) is not None and _BLOCKED.search(text) is None
+def gives_up(text: str) -> str | None:
+    """A handover reason saying the problem is still there, without a cause the agent could not remove: the words
+    that say so, or None."""
+    match = _PERSISTS.search(text)
+    return match.group(0) if match is not None and _BLOCKED.search(text) is None else None
 
 
-def claims_all_done(text: str) -> bool:
-    """Text claiming every step or check was done ("all troubleshooting steps have been completed")."""
-    return _EXHAUSTED.search(text) is not None
+def claims_all_done(text: str) -> str | None:
+    """Text claiming every step or check was done ("all troubleshooting steps have been completed"): the claim, or
+    None."""
+    match = _EXHAUSTED.search(text)
+    return None if match is None else match.group(0)
 
 
 def says_nothing(text: str) -> bool:
