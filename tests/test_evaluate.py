@@ -177,3 +177,18 @@ def test_task_split_keeps_each_task_in_one_part() -> None:
         by_task.setdefault(run.domain + "/" + run.task_id, set()).add(run.split)
     assert all(len(p) == 1 for p in by_task.values())
     assert 0.35 < sum(r.split == "test" for r in runs) / len(runs) < 0.65
+
+
+@pytest.mark.parametrize("folder", ["labels", "tau2-bench-labels"])
+def test_every_label_cites_spans_of_its_run(folder: str) -> None:
+    """The evidence of every adjudicated label names spans the converter emits for that run: labels and converter
+    cannot drift apart."""
+    from tests.otlp_corpus import outcome_corpus
+
+    final = json.loads((LABELS.parent / folder / "final.json").read_text())
+    runs = {label_key(run_id): request for _, run_id, request in corpus()}
+    runs.update({run_id: request for _, run_id, request, _ in outcome_corpus()})
+    for run, entry in final.items():
+        spans = {span.span_id.hex() for rs in runs[run].resource_spans for ss in rs.scope_spans for span in ss.spans}
+        for code, mode in entry["modes"].items():
+            assert mode["evidence"] and set(mode["evidence"]) <= spans, (folder, run, code)
