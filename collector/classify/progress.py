@@ -193,9 +193,10 @@ def _ending(p: Progress) -> Ending | None:
 
 def handover(p: Progress) -> list[Ending]:
     """How a run handed over to a person ended it (content capture on: the handover's arguments and what the model
-    said last): FM-3.1 when it gave up, the reason saying the problem is still there without naming a cause the
-    agent cannot remove (a rule, a locked account); FM-3.3 when it claims every step was done, a check nobody can
-    see and the reason to hand over contradicts. Only a handover that is the run's last tool call counts."""
+    said when asking for it): FM-3.1 when it gave up, the reason saying the problem is still there without naming
+    a cause the agent cannot remove (a rule, a locked account), and FM-3.2 with it (it concluded without the checks
+    that would find the cause); FM-3.3 when it claims every step was done, a check nobody can see and the reason
+    to hand over contradicts. Only a handover that is the run's last tool call counts."""
     if p.handed_over is None or p.handed_over[0] is not p.seen:
         p.handed_over = (p.seen, _handover(p))
     return p.handed_over[1]
@@ -214,6 +215,8 @@ def _handover(p: Progress) -> list[Ending]:
     if reason and (words := gives_up(reason)) is not None:
         out.append(Ending("FM-3.1", 0.7, CONTENT, evidence, f"handed over with {step.tool} while the problem was "
                           f"still there ({words!r}), naming no cause it could not remove itself"))
+        out.append(Ending("FM-3.2", 0.6, CONTENT, evidence, f"handed over with {step.tool} without finding what "
+                          "causes the problem: the reason names no cause"))
     if reason and (claim := claims_all_done(reason)) is not None:
         out.append(Ending("FM-3.3", 0.7, CONTENT, evidence, f"handed over with {step.tool} claiming {claim!r} while "
                           "the problem was still there"))
@@ -236,6 +239,14 @@ def silent_end(p: Progress, code: str) -> Ending | None:
         return None
     return Ending(code, 0.6, CONTENT, [last, llm], f"the run ended right after {last.tool}, saying nothing: "
                   f"{_SILENT_REASONS[code]}")
+
+
+def conversation_ending(p: Progress, code: str) -> Ending | None:
+    """The ending of mode `code` that how the run handed over, or its silent last turn, shows (content capture on)."""
+    end = next((h for h in handover(p) if h.code == code), None)
+    if end is None and code in _SILENT_REASONS:
+        end = silent_end(p, code)
+    return end
 
 
 def shared_progress(detector: Detector) -> Progress:
@@ -261,9 +272,7 @@ class EndingDetector(Detector):
     def finish(self) -> Finding | None:
         end = ending(self.progress)
         if end is None or end.code != self.code:
-            end = next((h for h in handover(self.progress) if h.code == self.code), None)
-            if end is None and self.code in _SILENT_REASONS:
-                end = silent_end(self.progress, self.code)
+            end = conversation_ending(self.progress, self.code)
             if end is None:
                 return None
         return Finding(self.code, end.confidence, [s.span_id for s in end.evidence], end.reason, end.basis)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from ..bounded import remember
-from ..content import PREVIEW_CHARS, TEXT_CHARS, Content, collapse, fingerprint, preview
+from ..content import PREVIEW_CHARS, TEXT_CHARS, Content, canonical_json, collapse, fingerprint, preview
 from ..steps import LLM, OTHER, TOOL, Step
 from . import _genai, _strings, genai, langfuse, openinference, openllmetry, vercel
 from . import draft as field
@@ -173,6 +173,12 @@ def draft(attrs: dict[str, Any], name: str, bits: int) -> Draft:
     return draft
 
 
+def _text(value: Any) -> str:
+    """What detectors read of a tool's arguments or result: its text, or its JSON when structured (as a record's
+    ids are quoted in arguments), cut at TEXT_CHARS."""
+    return (value if type(value) is str else canonical_json(value))[:TEXT_CHARS]
+
+
 def normalize_span(span: SpanRecord) -> Step:
     service, trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, attrs, bits = span
     if bits < 0:  # not marked by the decoder
@@ -202,23 +208,17 @@ def normalize_span(span: SpanRecord) -> Step:
     step.conversation_id = values[field.CONVERSATION_ID]
     if (args := values[field.ARGS]) is not None:
         step.args = Content(args)
-        step.args_text = (args if type(args) is str else str(args))[:TEXT_CHARS]
+        step.args_text = _text(args)
     if (result := values[field.RESULT]) is not None:
         step.result = Content(result, verbatim=True)
-        step.result_text = (result if type(result) is str else str(result))[:TEXT_CHARS]
+        step.result_text = _text(result)
     if (output := values[field.OUTPUT]) is not None:
         text = str(output)
         step.output_fingerprint = fingerprint(collapse(text))
         step.output_chars = len(text)
         step.output_preview = preview(text)
-    if (said := values[field.SAID]) is not None:
-        step.said = said
-    if (user_text := values[field.USER_TEXT]) is not None:
-        step.user_text = user_text
-    if (calls := values[field.TOOL_CALLS]) is not None:
-        step.tool_calls = calls
-    if (rules := values[field.RULES]) is not None:
-        step.rules = rules
+    step.said, step.user_text = values[field.SAID], values[field.USER_TEXT]
+    step.tool_calls, step.rules = values[field.TOOL_CALLS] or 0, values[field.RULES] or 0
     if kind is LLM:  # tokens from inference spans only: agent spans repeat their children's sums
         step.input_tokens = _int(values[field.INPUT_TOKENS])
         step.output_tokens = _int(values[field.OUTPUT_TOKENS])

@@ -49,8 +49,8 @@ class StepRepetition(Detector):
         self._calls: dict[tuple[str, str | int | None], list[Step]] = {}
         # per call: the state-changing calls made before its last time, and the conversation it was in
         self._state_at: dict[tuple[str, str | int | None], tuple[int, str | None]] = {}
-        self._first_call: dict[str, Step | None] = {}  # None: its first call has been compared
-        self._first_state: dict[str, tuple[int, str | None]] = {}  # writes and conversation at a first call
+        # a tool's first call, with the state-changing calls before it and its conversation; None: compared
+        self._first_call: dict[str, tuple[Step, int, str | None] | None] = {}
         self._sequence: list[Step] = []  # tool calls, in order
         self._match_run = [0] * (self._max_period + 1)
         self.begin()
@@ -75,7 +75,6 @@ class StepRepetition(Detector):
         self._max_input = 0  # the largest prompt so far (input tokens), and the last one
         self._last_input = 0
         self._first_call.clear()
-        self._first_state.clear()
         self._sequence.clear()
         match_run = self._match_run
         for i in range(len(match_run)):
@@ -136,13 +135,8 @@ class StepRepetition(Detector):
         writes = self.tools.effect(tool) is STATE_CHANGING
         if writes and not step.error and tool_error(step) is None:  # a refused change changed nothing
             self._writes += 1
-        unchanged, self._unchanged = self._unchanged, None
-        if unchanged is not None and not writes:  # the lookup made again was not a look before a change
-            self._mark(unchanged[0][1:], unchanged[0])
-            self._reason("unchanged", 0.8, "content", unchanged[1])
-            found = self.current()
-        else:
-            found = None
+        found = self._settle_unchanged() if not writes else None  # not a look before a change
+        self._unchanged = None
         previous = self._last_tool
         self._last_tool = step
         changed = False
@@ -158,14 +152,13 @@ class StepRepetition(Detector):
         else:
             # Arguments are compared only once a tool is called again: the first call waits here.
             if tool not in self._first_call:
-                self._first_call[tool] = step
-                self._first_state[tool] = (self._writes, self._conversation)
+                self._first_call[tool] = (step, self._writes, self._conversation)
             else:
                 first = self._first_call[tool]
                 if first is not None:
-                    key = (tool, first.args_key)
-                    self._calls[key] = [first]
-                    self._state_at[key] = self._first_state.pop(tool)
+                    key = (tool, first[0].args_key)
+                    self._calls[key] = [first[0]]
+                    self._state_at[key] = (first[1], first[2])
                     self._first_call[tool] = None
                 changed = self._same_call(tool, step, previous)
         self._sequence.append(step)
@@ -259,9 +252,15 @@ class StepRepetition(Detector):
             reason = "; ".join([r for _, _, r in ranked])
         return Finding(self.code, confidence, list(self._evidence or ()), reason, basis, self.repeated)
 
-    def finish(self) -> Finding | None:
+    def _settle_unchanged(self) -> Finding | None:
+        """Count the lookup made again that waits for the next tool call (or the end), if one does."""
         unchanged, self._unchanged = self._unchanged, None
-        if unchanged is not None:
-            self._mark(unchanged[0][1:], unchanged[0])
-            self._reason("unchanged", 0.8, "content", unchanged[1])
+        if unchanged is None:
+            return None
+        self._mark(unchanged[0][1:], unchanged[0])
+        self._reason("unchanged", 0.8, "content", unchanged[1])
+        return self.current()
+
+    def finish(self) -> Finding | None:
+        self._settle_unchanged()
         return self.current()

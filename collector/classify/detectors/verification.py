@@ -15,7 +15,7 @@ from __future__ import annotations
 from ...config import VerificationSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
-from ..progress import handover, shared_progress, silent_end
+from ..progress import conversation_ending, shared_progress
 from ..signals import CONTENT, STRUCTURE, acknowledged_only, asks_for_tools, tool_error
 from ..tools import STATE_CHANGING
 
@@ -63,15 +63,9 @@ class Verification(Detector):
     def finish(self) -> Finding | None:
         change = self.change
         if change is None or self.stopped or self._unseen:  # stopped from outside before it could check (FM-1.5)
-            gave_up = next((h for h in handover(self.progress) if h.code == "FM-3.1"), None)
-            if gave_up is None and not self.stopped and (silent := silent_end(self.progress, self.code)) is not None:
-                return Finding(self.code, silent.confidence, [s.span_id for s in silent.evidence], silent.reason,
-                               silent.basis)
-            if gave_up is None or self.stopped:
-                return None
-            return Finding(self.code, 0.6, [s.span_id for s in gave_up.evidence], f"handed over with "
-                           f"{gave_up.evidence[-1].tool} without finding what causes the problem: the reason names "
-                           "no cause", CONTENT)
+            end = conversation_ending(self.progress, self.code)  # none when a limit stopped the run
+            return None if end is None else Finding(self.code, end.confidence, [s.span_id for s in end.evidence],
+                                                    end.reason, end.basis)
         why = "its result only acknowledged the request" if self.basis == CONTENT else "its result does not show " \
             "the new state"
         return Finding(self.code, 0.7, [change.span_id], f"{change.tool} changed state and the run ended without "
