@@ -499,6 +499,28 @@ def _conversation(tag: str, read: str, rargs: Any, write: str, wargs: Any, check
     r = Run(f"{tag}-changes-then-ends-silently")  # neither checked nor told: the last turn is a bare stop token
     r.call(read, rargs, {"id": 1, "status": "open"}).call(write, wargs, {"id": 1, "status": "done"})
     yield r.name, {"FM-3.1", "FM-3.2"}, r.answer("###STOP###")
+    account = {"user_id": "u-7", "address": {"city": "New York"}, "orders": ["#A-100", "#A-101", "#A-102"]}
+    r = Run(f"{tag}-denies-without-opening-all")  # one of three orders opened, then "not on file"
+    r.user("Please set my address to the Seattle one from my order.").call("get_user_details", {"id": "u-7"}, account)
+    r.call("get_order_details", {"order_id": "#A-100"}, {"order_id": "#A-100", "city": "New York"})
+    yield r.name, {"FM-3.2"}, r.answer("I'm sorry, I don't see a Seattle address on file for your account.")
+    r = Run(f"{tag}-denies-after-opening-all")
+    r.user("Please set my address to the Seattle one from my order.").call("get_user_details", {"id": "u-7"}, account)
+    for order in account["orders"]:
+        r.call("get_order_details", {"order_id": order}, {"order_id": order, "city": "New York"})
+    yield r.name, set(), r.answer("I'm sorry, I don't see a Seattle address on file for your account.")
+    r = Run(f"{tag}-refused-then-done-another-way")  # the same order changed with the tool that applies
+    r.call("exchange_order_items", {"order_id": "#A-100", "item": "blue"}, "Error: the order is not delivered",
+           error="ToolError")
+    r.call("modify_order_items", {"order_id": "#A-100", "item": "blue"}, {"order_id": "#A-100", "status": "modified"})
+    yield r.name, set(), r.answer("Your order #A-100 has been modified to the blue item.")
+    r = Run(f"{tag}-refusal-explained-then-other-work")
+    r.call("modify_order_items", {"order_id": "#A-100", "items": []}, "Error: the number of items should match",
+           error="ToolError")
+    r.answer("Unfortunately I cannot remove items from an order, only swap them. Anything else?")
+    r.user("Then update my address to 1 Pine St.").call("modify_user_address", {"user_id": "u-7"},
+                                                      {"user_id": "u-7", "address": "1 Pine St"})
+    yield r.name, set(), r.answer("Your address has been updated to 1 Pine St.")
     r = Run(f"{tag}-looks-up-again")
     r.call(read, rargs, {"id": 1, "status": "open"}).call("lookup_policy", {"topic": "changes"}, "allowed")
     r.call(read, rargs, {"id": 1, "status": "open"}).call("lookup_policy", {"topic": "fees"}, "none")

@@ -20,6 +20,7 @@ from .signals import (
     explains_failure,
     gives_up,
     hands_over,
+    same_record,
     says_nothing,
     tool_error,
     transient,
@@ -99,8 +100,9 @@ class Progress(SharedState):
             if self.write is not None and effect is not STATE_CHANGING:
                 self.failed_check, self.failed_check_basis = step, basis
             return
-        if self.error is not None and self.error.tool == step.tool:
-            self.error = self.error_basis = None  # the failed call was redone and passed
+        error = self.error
+        if error is not None and (error.tool == step.tool or (effect is STATE_CHANGING and same_record(error, step))):
+            self.error = self.error_basis = None  # the failed call was redone and passed, or done another way
         if effect is STATE_CHANGING:
             self.write, self.checks_after_write = step, 0
             self.failed_check = self.failed_check_basis = None
@@ -185,7 +187,7 @@ def _ending(p: Progress) -> Ending | None:
         return Ending("FM-3.3", 0.8, CONTENT, [p.write, p.failed_check, llm],
                       f"final answer claims success while the check {p.failed_check.tool} of {p.write.tool} failed")
     error = p.error
-    if claim and error is not None and _refused(p, error):
+    if claim and error is not None and _refused(p, error) and p.explained is not error and not explains_failure(llm):
         return Ending("FM-3.3", 0.7, CONTENT, [error, llm],
                       f"final answer claims success while {error.tool} failed and was never redone", error)
     return None

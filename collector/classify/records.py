@@ -6,6 +6,9 @@ its contact values (keys naming a phone or an email) and its `status`. Who the u
 emails in what the user said, and in the arguments of lookups (an agent finds the user by them). A record
 whose contact values are all other than the user's is someone else's: a later call on it acts on the wrong
 record. A change refused for the state a looked-up record showed (its `status`) ignored what the run had seen.
+A tool result listing ids (a JSON array of them: a user's orders) whose ids the run then passes to its calls is a
+listing of records; telling the user something is not among their records while some listed record was never
+opened concluded without looking (FM-3.2).
 Constant work per step: a few regular expressions over the step's text, and a look for each kept
 record's id in the arguments (records kept: at most `MAX_RECORDS`)."""
 
@@ -16,11 +19,15 @@ from typing import Final
 
 from ..steps import LLM, TOOL, Step
 from .detector import Detector, SharedState, shared
-from .signals import says_success, tool_error, transient
+from .signals import RECORD_ID, denies_on_record, says_success, tool_error, transient
 from .tools import STATE_CHANGING, ToolClassifier
 
 MAX_RECORDS: Final = 64
-_ID: Final = re.compile(r'"(\w*_id|id)"\s*:\s*"([^"\\]{2,64})"')
+MAX_LISTINGS: Final = 8
+MAX_LISTED: Final = 32  # ids kept per listing
+# A JSON array of two or more strings: a listing of records when its items look like ids (a digit, no space).
+_LISTING: Final = re.compile(r'\[\s*"[^"\\\s]{2,64}"(?:\s*,\s*"[^"\\\s]{2,64}")+\s*\]')
+_LISTED_ID: Final = re.compile(r'"[^"\\\s]*\d[^"\\\s]*"')  # quoted, as arguments name it
 _CONTACT: Final = re.compile(r'"\w*(?:phone|email)\w*"\s*:\s*"([^"\\]{3,80})"', re.IGNORECASE)
 _STATUS: Final = re.compile(r'"status"\s*:\s*"([^"\\]{1,40})"', re.IGNORECASE)
 _PHONE: Final = re.compile(r"(?<![\w.-])(?:\+?\d{1,3}[ .-]?)?\(?\d{3}\)?[ .-]?\d{3}[ .-]?\d{4}(?![\w-])")
@@ -61,9 +68,21 @@ class Record:
         return self._figures
 
 
+class Listing:
+    __slots__ = ("ids", "opened", "step")
+
+    def __init__(self, step: Step, ids: list[str]) -> None:
+        self.step, self.ids = step, ids  # quoted, as arguments name them
+        self.opened: set[str] = set()  # the ids a later call's arguments named
+
+    def unopened(self) -> list[str]:
+        """The ids never opened (unquoted), when some were (which shows the tools take them)."""
+        return [i[1:-1] for i in self.ids if i not in self.opened] if self.opened else []
+
+
 class Records(SharedState):
-    __slots__ = ("acted", "claimed", "foreign_figures", "heard", "own_figures", "records", "seen", "told", "tools",
-                 "user", "write_refused", "wrong_write")
+    __slots__ = ("acted", "claimed", "denied", "foreign_figures", "heard", "listings", "own_figures", "records",
+                 "seen", "told", "tools", "user", "write_refused", "wrong_write")
 
     def __init__(self, tools: ToolClassifier) -> None:
         super().__init__()
@@ -85,6 +104,9 @@ class Records(SharedState):
         self.foreign_figures: set[str] | None = None
         self.own_figures: set[str] | None = None
         self.told: tuple[Step, str] | None = None  # a model turn telling the user a figure of someone else's record
+        self.listings: list[Listing] | None = None
+        # a model turn saying something is not among the user's records while a listed one was never opened
+        self.denied: tuple[Listing, Step, str, list[str]] | None = None
 
     def observe(self, step: Step) -> None:
         if step is self.seen:
@@ -99,6 +121,8 @@ class Records(SharedState):
                     self.claimed = step
                 if self.foreign_figures and self.told is None:
                     self._telling(step, said)
+                if self.listings is not None and self.denied is None:
+                    self._denying(step, said)
             return
         if step.kind is not TOOL:
             return
@@ -111,11 +135,15 @@ class Records(SharedState):
             for record in (self.records or {}).values():
                 if record.step is not step and record.quoted in args:
                     about_foreign |= self._used(record, step, effect is STATE_CHANGING)
+            for listing in self.listings or ():
+                listing.opened.update(i for i in listing.ids if i in args)
         text = step.result_text
         if not text:
             return
+        if "[" in text and (self.listings is None or len(self.listings) < MAX_LISTINGS):
+            self._listing(step, text)
         records = self.records
-        if text.lstrip()[:1] == "{" and (match := _ID.search(text)) is not None and (
+        if text.lstrip()[:1] == "{" and (match := RECORD_ID.search(text)) is not None and (
                 records is None or (match.group(2) not in records and len(records) < MAX_RECORDS)):
             record_id = match.group(2)
             if records is None:
@@ -131,6 +159,24 @@ class Records(SharedState):
             if self.own_figures is None:
                 self.own_figures = set()
             self.own_figures.update(_FIGURE.findall(text))
+
+    def _listing(self, step: Step, text: str) -> None:
+        """Keep the first array of ids a result holds (a user's orders, lines, tickets)."""
+        for match in _LISTING.finditer(text):
+            ids = _LISTED_ID.findall(match.group(0))
+            if len(ids) >= 2:
+                if self.listings is None:
+                    self.listings = []
+                self.listings.append(Listing(step, ids[:MAX_LISTED]))
+                return
+
+    def _denying(self, step: Step, said: str) -> None:
+        """Whether the model told the user something is not among their records while a listed one was unopened."""
+        for listing in self.listings or ():
+            unopened = listing.unopened()
+            if unopened and (words := denies_on_record(said)) is not None:
+                self.denied = (listing, step, words, unopened)
+                return
 
     def _hear(self, text: str) -> None:
         """Keep a text that may say who the user is; its contacts are read once a record's are compared (most

@@ -187,8 +187,10 @@ def says_success(text: str | None) -> bool:
 
 
 def explains_failure(step: Step) -> bool:
-    """Model output telling the user the work cannot be done: an apology, an impossibility (content capture on)."""
-    return _output_says(_EXPLAINED_FAILURE, step)
+    """Model output telling the user the work cannot be done: an apology, an impossibility (content capture on; all
+    it said when read, not just the preview)."""
+    said = step.said
+    return _EXPLAINED_FAILURE.search(said) is not None if said else _output_says(_EXPLAINED_FAILURE, step)
 
 
 def unhealthy(step: Step) -> bool:
@@ -246,6 +248,35 @@ def claims_all_done(text: str) -> str | None:
     None."""
     match = _EXHAUSTED.search(text)
     return None if match is None else match.group(0)
+
+
+RECORD_ID: Final = re.compile(r'"(\w*_id|id)"\s*:\s*"([^"\\]{2,64})"')  # "order_id": "#W123", in JSON
+# The agent telling the user something is not among their records ("I don't see a Seattle address on file").
+_DENIES_ON_RECORD: Final = re.compile(
+    r"\bI (?:do not|don['\u2019]t|can ?not|can['\u2019]t|could not|couldn['\u2019]t|did not|didn['\u2019]t) "
+    r"(?:see|find|locate|have)\b[^.?!\n]{0,80}?\b(?:on file|account|records?|orders?)\b|"
+    r"\bonly \w+ I have on file\b", re.IGNORECASE)
+_ONE_RECORD: Final = re.compile(r"\b(?:this|that) (?:order|account|record)\b", re.IGNORECASE)
+
+
+def named_record(args: str | None) -> str | None:
+    """The record a call's arguments name first (the value of its first `*_id` or `id` key; content capture on)."""
+    match = RECORD_ID.search(args) if args else None
+    return match.group(2) if match is not None else None
+
+
+def same_record(failed: Step, step: Step) -> bool:
+    """Whether a call names the record a failed call named (content capture on): a change done another way (an
+    exchange refused, the order's items modified instead)."""
+    record = named_record(failed.args_text)
+    return record is not None and record == named_record(step.args_text)
+
+
+def denies_on_record(text: str) -> str | None:
+    """Text telling the user something is not among their records, not about one record it names ("in this
+    order"): the words that say so, or None."""
+    match = _DENIES_ON_RECORD.search(text)
+    return None if match is None or _ONE_RECORD.search(match.group(0)) else match.group(0)
 
 
 def says_nothing(text: str) -> bool:

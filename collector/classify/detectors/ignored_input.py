@@ -3,7 +3,9 @@
 Signals:
 - a state-changing call failed (not a transient failure such as a timeout) and the next tool call is a
   different state-changing call: neither a retry, nor a look at what went wrong. Structure when the failure is
-  in the span's status or error type, content when only the result text shows it;
+  in the span's status or error type, content when only the result text shows it. Not when a model turn between
+  them told the user it could not be done, nor when the next call changed the same record and worked (the change
+  done another way; content);
 - the final answer treats a refused change as done (see `progress.ending`);
 - with content (see `records`): a call on a record whose phone or email is not the user's, after the lookup
   that showed it (the agent disregarded who the user said they are); a change refused on a record the run had
@@ -15,7 +17,7 @@ from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..progress import ending, shared_progress
 from ..records import shared_records
-from ..signals import CONTENT, tool_error, transient
+from ..signals import CONTENT, explains_failure, same_record, tool_error, transient
 from ..tools import STATE_CHANGING
 
 
@@ -38,11 +40,16 @@ class IgnoredInput(Detector):
     def observe(self, step: Step) -> Finding | None:
         self.progress.observe(step)
         self.records.observe(step)
-        if self.found is not None or step.tool is None:
+        if self.found is not None:
+            return None
+        if step.tool is None:
+            if self.failed is not None and step.kind is LLM and explains_failure(step):
+                self.failed = None  # the user was told it could not be done
             return None
         failed, self.failed = self.failed, None
         writes = self.tools.effect(step.tool) is STATE_CHANGING
-        if failed is not None and writes and step.tool != failed.tool and not self.tools.is_final(step.tool):
+        if failed is not None and writes and step.tool != failed.tool and not self.tools.is_final(step.tool) and \
+                not (tool_error(step) is None and same_record(failed, step)):  # done another way
             self.found = Finding(self.code, 0.7, [failed.span_id, step.span_id],
                                  f"{failed.tool} failed and the agent went on to {step.tool} as if it had worked",
                                  self.basis or "structure")

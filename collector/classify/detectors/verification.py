@@ -8,7 +8,9 @@ the request ("accepted", "queued", "restarting"; content). Any later read-only o
 
 With content: a run handed over to a person while the problem was still there and no cause found (see
 `progress.handover`) concluded it could not be fixed without the checks that would have found the cause; a run
-that ended right after a change, saying nothing (`progress.silent_end`), neither checked nor reported it."""
+that ended right after a change, saying nothing (`progress.silent_end`), neither checked nor reported it; a run
+that told the user something is not among their records while a record a lookup had listed was never opened
+(`records`) concluded without looking."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from ...config import VerificationSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..progress import conversation_ending, shared_progress
+from ..records import shared_records
 from ..signals import CONTENT, STRUCTURE, acknowledged_only, asks_for_tools, tool_error
 from ..tools import STATE_CHANGING
 
@@ -29,6 +32,7 @@ class Verification(Detector):
     def __init__(self, settings: VerificationSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
         self.progress = shared_progress(self)
+        self.records = shared_records(self)
         self.begin()
 
     def begin(self) -> None:
@@ -40,6 +44,7 @@ class Verification(Detector):
 
     def observe(self, step: Step) -> Finding | None:
         self.progress.observe(step)
+        self.records.observe(step)
         if step.limit is not None:
             self.stopped = True
         if step.kind is LLM:
@@ -64,9 +69,20 @@ class Verification(Detector):
         change = self.change
         if change is None or self.stopped or self._unseen:  # stopped from outside before it could check (FM-1.5)
             end = conversation_ending(self.progress, self.code)  # none when a limit stopped the run
-            return None if end is None else Finding(self.code, end.confidence, [s.span_id for s in end.evidence],
-                                                    end.reason, end.basis)
+            if end is not None:
+                return Finding(self.code, end.confidence, [s.span_id for s in end.evidence], end.reason, end.basis)
+            return self._unlooked()
         why = "its result only acknowledged the request" if self.basis == CONTENT else "its result does not show " \
             "the new state"
         return Finding(self.code, 0.7, [change.span_id], f"{change.tool} changed state and the run ended without "
                        f"checking it ({why})", self.basis)
+
+    def _unlooked(self) -> Finding | None:
+        denied = self.records.denied
+        if denied is None:
+            return None
+        listing, step, words, unopened = denied
+        shown = ", ".join(unopened[:3]) + (", ..." if len(unopened) > 3 else "")
+        return Finding(self.code, 0.6, [listing.step.span_id, step.span_id],
+                       f"told the user {words!r} without opening {len(unopened)} of the {len(listing.ids)} records "
+                       f"{listing.step.tool} listed ({shown})", CONTENT)
