@@ -6,14 +6,17 @@ import contextlib
 import gzip
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
 import grpc
 import pytest
+from google.rpc import code_pb2
 from google.rpc.error_details_pb2 import RetryInfo
 from google.rpc.status_pb2 import Status
+from grpc_status import rpc_status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -157,8 +160,17 @@ def test_full_queue_is_backpressure_and_clients_retry() -> None:
         with pytest.raises(grpc.RpcError) as err:
             grpc_export(endpoint, request_of(8, trace=52).SerializeToString())
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        retry = dict(err.value.trailing_metadata())["google.rpc.retryinfo-bin"]
+        retry = dict(err.value.trailing_metadata())["google.rpc.retryinfo-bin"]  # where the Python SDK reads it
         assert RetryInfo.FromString(retry).retry_delay.ToNanoseconds() == 200_000_000
+        # where a Go client (the Collector's OTLP exporter) reads it: the status details, `grpc-status-details-bin`,
+        # whose code and message must match the call's or status.FromError ignores them
+        status = rpc_status.from_call(err.value)
+        assert status is not None and status.code == code_pb2.RESOURCE_EXHAUSTED
+        infos = [d for d in status.details if d.Is(RetryInfo.DESCRIPTOR)]
+        assert len(infos) == 1
+        info = RetryInfo()
+        infos[0].Unpack(info)
+        assert info.retry_delay.ToNanoseconds() == 200_000_000
         assert processor.queued_spans == 8  # bounded: the refused requests took no memory
 
         tp = provider("grpc", endpoint)
@@ -171,6 +183,56 @@ def test_full_queue_is_backpressure_and_clients_retry() -> None:
         processor.shutdown()
         assert sink.verdicts == 2  # trace 50 and the SDK's run; nothing lost
         assert telemetry.rejected.labels("queue_full")._value.get() > 16  # the SDK was refused, then retried
+
+
+def collector_style_export(endpoint: str, body: bytes, deadline: float = 30.0) -> bool:
+    """Export as the Collector's Go OTLP exporter does: RESOURCE_EXHAUSTED is retried only when the status details
+    (`grpc-status-details-bin`) carry RetryInfo, after its delay; without it, or on any other error, the batch is
+    dropped (False)."""
+    end = time.monotonic() + deadline
+    with grpc.insecure_channel(endpoint) as channel:
+        call = channel.unary_unary(METHOD, request_serializer=None, response_deserializer=None)
+        while time.monotonic() < end:
+            try:
+                call(body, timeout=5)
+                return True
+            except grpc.RpcError as e:
+                status = rpc_status.from_call(e)
+                if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or status is None:
+                    return False
+                infos = [d for d in status.details if d.Is(RetryInfo.DESCRIPTOR)]
+                if not infos:
+                    return False
+                info = RetryInfo()
+                infos[0].Unpack(info)
+                time.sleep(info.retry_delay.ToNanoseconds() / 1e9)
+    return False
+
+
+def test_a_collector_style_client_loses_nothing_in_a_queue_full_burst() -> None:
+    """Eight senders burst 80 requests at a queue with room for two: refused requests are retried after the
+    RetryInfo delay found in the status details, and every trace arrives."""
+    metrics = PrometheusExporter(PrometheusExporterConfig())
+    telemetry = metrics.self_metrics
+    sink = _Discard()
+    processor = Processor(ProcessorConfig(queue_spans=16, decision_wait=0.05, tick=0.02), [sink], telemetry)
+    processor.start()
+    with receivers(processor, telemetry, grpc_retry_after=0.05) as (_, endpoint):
+        results: list[bool] = []
+
+        def send(first: int) -> None:
+            results.extend(collector_style_export(endpoint, request_of(8, trace=first + i).SerializeToString())
+                           for i in range(10))
+
+        senders = [threading.Thread(target=send, args=(1000 + 100 * t,)) for t in range(8)]
+        for t in senders:
+            t.start()
+        for t in senders:
+            t.join(60)
+    processor.shutdown()
+    assert results == [True] * 80
+    assert sink.verdicts == 80  # every trace classified: none dropped
+    assert telemetry.rejected.labels("queue_full")._value.get() > 0  # the burst did meet backpressure
 
 
 def test_queue_is_bounded_by_bytes_too() -> None:

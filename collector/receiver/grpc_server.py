@@ -7,8 +7,11 @@ from concurrent import futures
 from typing import NoReturn
 
 import grpc
+from google.protobuf.any_pb2 import Any
 from google.protobuf.duration_pb2 import Duration
+from google.rpc import code_pb2, status_pb2
 from google.rpc.error_details_pb2 import RetryInfo
+from grpc_status import rpc_status
 
 from mastwatch.threads import name_os_thread
 
@@ -17,6 +20,25 @@ from .decode import decode
 
 log = logging.getLogger(__name__)
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+QUEUE_FULL = "mastwatch queue is full, retry later"
+
+
+class _Status(grpc.Status):
+    def __init__(self, code: grpc.StatusCode, details: str, trailing_metadata: tuple) -> None:
+        self.code, self.details, self.trailing_metadata = code, details, trailing_metadata
+
+
+def backpressure_status(retry_after: float) -> grpc.Status:
+    """RESOURCE_EXHAUSTED with RetryInfo where each kind of client reads it: in the status details
+    (`grpc-status-details-bin`: Go clients, so the Collector's OTLP exporter, which treats RESOURCE_EXHAUSTED as
+    permanent without it) and in the `google.rpc.retryinfo-bin` trailer (the Python SDK's exporter)."""
+    info = RetryInfo(retry_delay=Duration(seconds=int(retry_after), nanos=int(retry_after % 1 * 1e9)))
+    detail = Any()
+    detail.Pack(info)
+    status = rpc_status.to_status(status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message=QUEUE_FULL,
+                                                    details=[detail]))
+    return _Status(status.code, status.details,
+                   (*status.trailing_metadata, ("google.rpc.retryinfo-bin", info.SerializeToString())))
 
 
 class GrpcReceiver:
@@ -24,8 +46,7 @@ class GrpcReceiver:
         self.config = config
         self.sink = sink
         self.counters = counters
-        self._retry_info = RetryInfo(retry_delay=Duration(seconds=int(retry_after),
-                                                          nanos=int(retry_after % 1 * 1e9))).SerializeToString()
+        self._backpressure = backpressure_status(retry_after)
         limit = config.max_recv_msg_size_mib * 1024 * 1024
         pool = futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="otlp-grpc",
                                           initializer=name_os_thread)
@@ -55,8 +76,7 @@ class GrpcReceiver:
 
     def _refuse(self, context: grpc.ServicerContext) -> NoReturn:
         """Backpressure: RESOURCE_EXHAUSTED with RetryInfo (raises, as context.abort does)."""
-        context.set_trailing_metadata((("google.rpc.retryinfo-bin", self._retry_info),))
-        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "mastwatch queue is full, retry later")
+        context.abort_with_status(self._backpressure)
 
     def start(self) -> None:
         self.server.start()
