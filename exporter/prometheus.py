@@ -37,7 +37,7 @@ class SelfMetrics:
         self.rejected = Counter("mastwatch_spans_rejected", "Spans rejected, by reason (invalid_id, queue_full)",
                                 ["reason"], registry=r)
         self.requests_rejected = Counter("mastwatch_requests_rejected", "Whole OTLP requests refused, by reason "
-                                         "(malformed, too_large)", ["reason"], registry=r)
+                                         "(malformed, too_large, bad_http, timeout, ...)", ["reason"], registry=r)
         self.processed = Counter("mastwatch_spans_processed", "Spans normalised and classified", registry=r)
         self.late = Counter("mastwatch_late_spans", "Spans that arrived after their trace was classified "
                             "(dropped)", registry=r)

@@ -5,11 +5,15 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import shutil
+import socket
+import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -307,13 +311,82 @@ def _one_run(tracer) -> None:
         step(tracer, "t", {"a": 1})
 
 
-def test_chunked_bodies_are_refused_with_length_required(server) -> None:
+def _port(url: str) -> int:
+    return int(url.split(":")[2].split("/")[0])
+
+
+def test_chunked_bodies_and_keep_alive(server) -> None:
+    """Bodies streamed chunked (as the JavaScript SDK sends them), plain or gzip, are taken like any other, and one
+    connection carries several requests."""
     import http.client
 
-    conn = http.client.HTTPConnection("127.0.0.1", int(server.http_url.split(":")[2].split("/")[0]), timeout=5)
-    body = request_of(1, trace=90).SerializeToString()
-    conn.request("POST", "/v1/traces", body=iter([body]), headers={"Content-Type": "application/x-protobuf",
-                                                                   "Transfer-Encoding": "chunked"})
-    assert conn.getresponse().status == 411
+    conn = http.client.HTTPConnection("127.0.0.1", _port(server.http_url), timeout=5)
+    body = request_of(2, trace=90).SerializeToString()
+    conn.request("POST", "/v1/traces", body=iter([body[:10], body[10:]]), encode_chunked=True,
+                 headers={"Content-Type": "application/x-protobuf"})
+    response = conn.getresponse()
+    assert response.status == 200 and ExportTraceServiceResponse.FromString(response.read()) == \
+        ExportTraceServiceResponse()
+    packed = gzip.compress(request_of(3, trace=91).SerializeToString())
+    conn.request("POST", "/v1/traces", body=iter([packed[:7], packed[7:]]), encode_chunked=True,
+                 headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"})
+    response = conn.getresponse()
+    assert response.status == 200
+    response.read()
+    sock = conn.sock
+    conn.request("POST", "/v1/traces", body=request_of(1, trace=92).SerializeToString(),
+                 headers={"Content-Type": "application/x-protobuf"})
+    assert conn.getresponse().status == 200 and conn.sock is sock  # the same connection all along
     conn.close()
-    assert post(server.http_url, body)[0] == 200
+    server.wait_for(lambda: server.sample("mastwatch_spans_processed_total") == 6)
+
+
+def _raw(port: int, data: bytes) -> bytes:
+    """Send bytes as they are and read the answer until the server closes or 2 s pass."""
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+        sock.sendall(data)
+        out = b""
+        with contextlib.suppress(TimeoutError, ConnectionError):
+            while chunk := sock.recv(65536):
+                out += chunk
+    return out
+
+
+@pytest.mark.parametrize("headers", [
+    b"Content-Length: 5\r\nContent-Length: 6\r\n",  # conflicting lengths: which body ends where?
+    b"Transfer-Encoding : chunked\r\n",  # a space before the colon
+    b"Content-Length: +1_0\r\n",  # not digits only
+    b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",  # both framings at once
+], ids=["two-lengths", "te-space", "length-not-digits", "length-and-chunked"])
+def test_ambiguous_framing_is_refused_and_counted(server, headers: bytes) -> None:
+    """Headers a proxy and the receiver could read differently (request smuggling) get 400 and are counted."""
+    port = _port(server.http_url)
+    before = server.sample("mastwatch_requests_rejected_total", reason="bad_http") or 0
+    answer = _raw(port, b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n" + headers +
+                  b"\r\n0\r\n\r\nhello")
+    assert answer.split(b" ", 2)[1] == b"400", answer[:80]
+    assert server.sample("mastwatch_requests_rejected_total", reason="bad_http") == before + 1
+    assert post(server.http_url, request_of(1, trace=93).SerializeToString())[0] == 200
+
+
+
+
+JS_CLIENTS = Path(__file__).parent / "js"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
+@pytest.mark.parametrize(("encoding", "compression"), [("proto", "none"), ("proto", "gzip"), ("json", "gzip")])
+def test_the_javascript_sdk_gets_every_span_through(server, encoding: str, compression: str) -> None:
+    """The OpenTelemetry JavaScript SDK's OTLP/HTTP exporters (which stream their bodies chunked) deliver every run,
+    each classified under its agent."""
+    if not (JS_CLIENTS / "node_modules").is_dir():
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=JS_CLIENTS, check=True, capture_output=True,
+                       timeout=300)
+    sent = subprocess.run(["node", "export_runs.mjs", server.http_url, encoding, compression, "20"], cwd=JS_CLIENTS,
+                          capture_output=True, text=True, timeout=60)
+    assert sent.returncode == 0, sent.stderr
+    assert len(sent.stdout.split()) == 20
+    server.wait_for(lambda: server.sample("mast_traces_total", service="js-support-agent",
+                                          agent="js-support-agent") == 20)
+    assert server.sample("mastwatch_spans_received_total", protocol="http") == 20 * 7
+    assert not server.sample("mastwatch_requests_rejected_total", reason="bad_http")

@@ -36,6 +36,10 @@ class GrpcConfig(BaseModel):
     endpoint: str = Field("127.0.0.1:4317", description="host:port")
     max_recv_msg_size_mib: int = Field(16, ge=1)
     workers: int = Field(8, ge=1, description="gRPC server threads")
+    max_connection_idle: Duration = Field(300.0, gt=0, description="a connection with no call this long is closed; "
+                                          "one that has not completed its HTTP/2 handshake within "
+                                          "`handshake_timeout` is too")
+    handshake_timeout: Duration = Field(30.0, gt=0)
 
 
 class HttpConfig(BaseModel):
@@ -43,6 +47,12 @@ class HttpConfig(BaseModel):
     enabled: bool = True
     endpoint: str = Field("127.0.0.1:4318", description="host:port")
     max_request_body_mib: int = Field(16, ge=1, description="after decompression")
+    idle_timeout: Duration = Field(30.0, gt=0, description="a connection idle this long, or that has not sent a "
+                                   "request's headers within it, is closed")
+    read_timeout: Duration = Field(30.0, gt=0, description="a request's body must arrive within this")
+    max_connections: int = Field(1000, ge=1, description="open connections kept (at most half the open-file limit); "
+                                 "past it the oldest idle one is closed for each new one")
+    workers: int = Field(4, ge=1, description="threads decoding requests")
 
 
 class ReceiverConfig(BaseModel):

@@ -50,8 +50,12 @@ class GrpcReceiver:
         limit = config.max_recv_msg_size_mib * 1024 * 1024
         pool = futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="otlp-grpc",
                                           initializer=name_os_thread)
-        self.server = grpc.server(pool, options=[("grpc.max_receive_message_length", limit),
-                                                 ("grpc.so_reuseport", 0)])  # a second server must fail, not share
+        self.server = grpc.server(pool, options=[
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.so_reuseport", 0),  # a second server must fail, not share the port
+            ("grpc.max_connection_idle_ms", int(config.max_connection_idle * 1000)),
+            ("grpc.server_handshake_timeout_ms", int(config.handshake_timeout * 1000)),
+        ])
         handler = grpc.unary_unary_rpc_method_handler(self._export, request_deserializer=None,
                                                       response_serializer=lambda m: m.SerializeToString())
         self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
