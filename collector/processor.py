@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from mastwatch.threads import name_os_thread
+from mastwatch.throttled_log import ThrottledLog
 
 from .assemble import SHUTDOWN, Trace, TraceAssembler
 from .classify.engine import NO_FINDINGS, ClassifierEngine
@@ -101,6 +102,7 @@ class Processor:
         self.judge = judge
         self.exporters = list(exporters)
         self.telemetry = telemetry = telemetry or NullTelemetry()
+        self._unreadable = ThrottledLog(log)
         load_prices()
         self.engine = ClassifierEngine(config.detectors, on_detector_error=telemetry.detector_failed,
                                        tools=config.tools, agents=config.agents)
@@ -196,9 +198,10 @@ class Processor:
         for record in spans:
             try:
                 steps.append(normalize_span(record))
-            except Exception:  # one odd span never costs the others
-                log.exception("span %s of trace %s could not be normalised; dropped", record.span_id.hex(),
-                              record.trace_id.hex())
+            except Exception as e:  # one odd span never costs the others
+                self._unreadable.warning("unreadable", f"span {record.span_id.hex()} of trace "
+                                         f"{record.trace_id.hex()} could not be normalised ({type(e).__name__}: {e}); "
+                                         "dropped")
                 self.telemetry.spans_rejected("unreadable", 1)
         touched: dict[Trace, None] = {}  # the traces the request added to, in order
         last: Trace | None = None  # (a trace's spans mostly come together: the dict is not asked again for each)

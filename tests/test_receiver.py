@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import logging
 import shutil
 import socket
 import subprocess
@@ -25,7 +26,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from mastwatch.collector.config import ProcessorConfig
@@ -390,3 +391,31 @@ def test_the_javascript_sdk_gets_every_span_through(server, encoding: str, compr
                                           agent="js-support-agent") == 20)
     assert server.sample("mastwatch_spans_received_total", protocol="http") == 20 * 7
     assert not server.sample("mastwatch_requests_rejected_total", reason="bad_http")
+
+
+def test_hostile_bodies_get_400_and_odd_attribute_types_are_read_around(server, caplog) -> None:
+    """JSON nested 999 deep, a double of 401 digits: 400, counted, the server unharmed; attributes of the wrong type
+    (an array where a string belongs) do not cost the span; a thousand bad requests log one line, not a thousand."""
+    deep = ('{"resourceSpans":' + "[" * 999 + "]" * 999 + "}").encode()
+    huge = ('{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":'
+            '"0102030405060708","name":"x","attributes":[{"key":"a","value":{"doubleValue":' + "9" * 401 +
+            "}}]}]}]}]}").encode()
+    for body in (deep, huge):
+        status, _, answer = post(server.http_url, body, "application/json")
+        assert status == 400 and json.loads(answer)["code"] == 3
+    request = request_of(3, trace=94)
+    for span in request.resource_spans[0].scope_spans[0].spans:
+        del span.attributes[:]
+        span.attributes.append(KeyValue(key="gen_ai.operation.name", value=AnyValue(
+            array_value=ArrayValue(values=[AnyValue(string_value="chat")]))))
+        span.attributes.append(KeyValue(key="gen_ai.tool.name", value=AnyValue(
+            kvlist_value=KeyValueList(values=[KeyValue(key="a", value=AnyValue(int_value=1))]))))
+        span.attributes.append(KeyValue(key="gen_ai.usage.input_tokens", value=AnyValue(string_value="many")))
+    assert post(server.http_url, request.SerializeToString())[0] == 200
+    server.wait_for(lambda: server.sample("mast_traces_total") == 1)
+    assert not server.sample("mastwatch_spans_rejected_total", reason="unreadable")
+    with caplog.at_level(logging.WARNING, logger="mastwatch.collector.receiver.http_server"):
+        for _ in range(200):
+            assert post(server.http_url, b"\xff garbage")[0] == 400
+    assert server.sample("mastwatch_requests_rejected_total", reason="malformed") == 202
+    assert len([r for r in caplog.records if "(malformed)" in r.getMessage()]) <= 1

@@ -198,6 +198,8 @@ def _tokens(attrs: dict[str, Any], draft: Draft, counts: tuple[tuple[int, tuple[
 def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
     present = draft.present
     op = attrs.get(OPERATION_KEY)
+    if type(op) is not str:  # an array or kvlist where a string belongs: as if absent
+        op = None
     kind = _kind(op, attrs)
     if kind is not None:
         draft.offer(field.KIND, kind)

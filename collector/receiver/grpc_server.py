@@ -17,6 +17,7 @@ from mastwatch.threads import name_os_thread
 
 from . import Counters, GrpcConfig, Sink, accept, refused_undecoded
 from .decode import decode
+from .refusals import Refusals
 
 log = logging.getLogger(__name__)
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -46,6 +47,7 @@ class GrpcReceiver:
         self.config = config
         self.sink = sink
         self.counters = counters
+        self.refusals = Refusals(counters, log, "gRPC")
         self._backpressure = backpressure_status(retry_after)
         limit = config.max_recv_msg_size_mib * 1024 * 1024
         pool = futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="otlp-grpc",
@@ -71,7 +73,7 @@ class GrpcReceiver:
         try:
             decoded = decode(body)
         except ValueError as e:
-            self.counters.request_rejected("malformed")
+            self.refusals.refuse("malformed", f"malformed ExportTraceServiceRequest: {e}", context.peer())
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {e}")
         outcome = accept(decoded, len(body), self.sink, self.counters, "grpc")
         if outcome.response is None:

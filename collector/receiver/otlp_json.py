@@ -37,13 +37,19 @@ def parse_request(data: bytes | str | dict) -> ExportTraceServiceRequest:
         doc = json.loads(data) if not isinstance(data, dict) else data
     except (ValueError, UnicodeDecodeError) as e:
         raise ValueError(f"not JSON: {e}") from e
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
     if not isinstance(doc, dict):
         raise ValueError("an OTLP/JSON request is a JSON object")
-    _ids(doc, _hex_to_b64)
     try:
+        _ids(doc, _hex_to_b64)
         return json_format.ParseDict(doc, ExportTraceServiceRequest(), ignore_unknown_fields=True)
     except json_format.ParseError as e:
         raise ValueError(str(e)) from e
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except OverflowError as e:
+        raise ValueError(f"a number out of range: {e}") from None
 
 
 def to_json(message) -> str:
