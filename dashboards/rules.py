@@ -125,9 +125,40 @@ def alerts(config: Config) -> list[dict[str, Any]]:
     ]
 
 
+def gateway_alerts(config: Config) -> list[dict[str, Any]]:
+    """The gateway Collectors' own metrics (their `service.telemetry` Prometheus reader): what they drop, refuse or
+    hold back before mastwatch sees it."""
+    health = config.rules.health
+    job = f'job="{health.gateway_job}"'
+    return [
+        _alert(config, "MastwatchGatewayDown", f"up{{{job}}} == 0", 300, "critical",
+               "gateway Collector {{ $labels.instance }} is down",
+               "Prometheus cannot scrape the gateway Collector: agents sending to it may be failing."),
+        _alert(config, "MastwatchGatewayDroppingSpans",
+               f"sum by (job, instance, exporter) (rate(otelcol_exporter_send_failed_spans_total{{{job}}}[5m])) > 0"
+               f"\nor sum by (job, instance, exporter) "
+               f"(rate(otelcol_exporter_enqueue_failed_spans_total{{{job}}}[5m])) > 0",
+               0, "critical", "gateway {{ $labels.instance }} drops spans bound for mastwatch ({{ $labels.exporter }})",
+               "The gateway's exporter gave up on spans (retries exhausted, or its queue refused them): those runs "
+               "are missing or incomplete in mastwatch. See the Collector's logs."),
+        _alert(config, "MastwatchGatewayQueueFilling",
+               f"max by (job, instance, exporter) (otelcol_exporter_queue_size{{{job}}}\n"
+               f"/ otelcol_exporter_queue_capacity{{{job}}}) > {health.gateway_queue_ratio:g}",
+               600, "warning", "gateway {{ $labels.instance }} sending queue {{ $value | humanizePercentage }} full",
+               "mastwatch accepts spans more slowly than agents send them (its queue pushes back, or replicas are "
+               "down); once the gateway's queue is full the agents are held back."),
+        _alert(config, "MastwatchGatewayRefusingSpans",
+               f"sum by (job, instance, receiver) (rate(otelcol_receiver_refused_spans_total{{{job}}}[5m])) > 0",
+               600, "warning", "gateway {{ $labels.instance }} refuses agents' spans ({{ $labels.receiver }})",
+               "The gateway's receiver refuses spans (its memory limiter, or a full queue): agents retry, or drop "
+               "them when their own queues fill."),
+    ]
+
+
 def rules(config: Config) -> dict[str, Any]:
     return {"groups": [{"name": "mastwatch.recording", "rules": recording(config)},
-                       {"name": "mastwatch.alerts", "rules": alerts(config)}]}
+                       {"name": "mastwatch.alerts", "rules": alerts(config)},
+                       {"name": "mastwatch.gateway", "rules": gateway_alerts(config)}]}
 
 
 class _Dumper(yaml.SafeDumper):

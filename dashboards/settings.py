@@ -61,6 +61,10 @@ class HealthRules(BaseModel):
     rejected_ratio: float = Field(0.01, gt=0, le=1, description="share of received spans rejected that alerts")
     late_ratio: float = Field(0.01, gt=0, le=1, description="share of received spans arriving late that alerts")
     job: str = Field("mastwatch", description="the Prometheus job that scrapes mastwatch")
+    gateway_job: str = Field("otel-collector", description="the Prometheus job that scrapes the gateway Collectors' "
+                             "own metrics (port 8888)")
+    gateway_queue_ratio: float = Field(0.8, gt=0, le=1, description="share of the gateway's sending queue in use "
+                                       "that alerts")
 
 
 class RulesConfig(BaseModel):

@@ -282,11 +282,18 @@ def test_compose_ports_and_mounts(compose, ports, k8s):
                 assert (COMPOSE / source).exists(), volume
 
 
-def test_prometheus_scrapes_metrics_port(compose, ports):
-    config = _docs(COMPOSE / "prometheus.yml")[0]
-    targets = [t for job in config["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]]
+def test_prometheus_scrapes_metrics_port(compose, ports, config):
+    prometheus = _docs(COMPOSE / "prometheus.yml")[0]
+    jobs = {job["job_name"]: [t for sc in job["static_configs"] for t in sc["targets"]]
+            for job in prometheus["scrape_configs"]}
+    targets = jobs[config.rules.health.job]
     assert targets and {_port(t) for t in targets} == {ports["metrics"]}
     assert {t.rpartition(":")[0] for t in targets} == set(_mastwatch_services(compose))
+    # the gateway's own metrics, where its telemetry reader serves them
+    collector = yaml.safe_load((COMPOSE / "otelcol.yaml").read_text())
+    reader = collector["service"]["telemetry"]["metrics"]["readers"][0]["pull"]["exporter"]["prometheus"]
+    assert jobs[config.rules.health.gateway_job] == [f"otelcol:{reader['port']}"]
+    assert str(reader["port"]) in compose["services"]["otelcol"]["expose"]
 
 
 def test_k8s_statefulset(k8s, config, ports):
@@ -330,19 +337,32 @@ def test_k8s_collector_wiring(k8s):
     assert receiver_ports <= set(container_ports.values())
     health = _port(cfg["extensions"]["health_check"]["endpoint"])
     assert container["readinessProbe"]["httpGet"]["port"] == health
+    metrics = cfg["service"]["telemetry"]["metrics"]["readers"][0]["pull"]["exporter"]["prometheus"]["port"]
+    assert container_ports["metrics"] == metrics
     svc = k8s[("Service", "otel-collector")]
     assert svc["spec"]["selector"].items() <= deploy["spec"]["template"]["metadata"]["labels"].items()
-    assert {container_ports[p["targetPort"]] for p in svc["spec"]["ports"]} == receiver_ports
+    assert {container_ports[p["targetPort"]] for p in svc["spec"]["ports"]} == receiver_ports | {metrics}
+    # the queue's directory is a writable volume (the root filesystem is read-only)
+    queue_dir = cfg["extensions"]["file_storage/queue"]["directory"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in deploy["spec"]["template"]["spec"]["volumes"]}
+    assert "emptyDir" in volumes[mounts[queue_dir]] or "persistentVolumeClaim" in volumes[mounts[queue_dir]]
 
 
-def test_servicemonitor(k8s, ports):
-    monitor = _docs(K8S / "servicemonitor.yaml")[0]
-    assert monitor["kind"] == "ServiceMonitor"
+def test_servicemonitor(k8s, ports, config):
+    monitor, gateway = _docs(K8S / "servicemonitor.yaml")
+    assert monitor["kind"] == gateway["kind"] == "ServiceMonitor"
     svc = k8s[("Service", "mastwatch-headless")]
     assert monitor["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
     by_name = {p["name"]: p["port"] for p in svc["spec"]["ports"]}
     for endpoint in monitor["spec"]["endpoints"]:
         assert by_name[endpoint["port"]] == ports["metrics"] and endpoint["path"] == "/metrics"
+        # mastwatch's own `service` label (the agents') must survive the Operator's target labels
+        assert endpoint["honorLabels"] is True
+    collector = k8s[("Service", "otel-collector")]
+    assert gateway["spec"]["selector"]["matchLabels"].items() <= collector["metadata"]["labels"].items()
+    assert collector["metadata"]["labels"][gateway["spec"]["jobLabel"]] == config.rules.health.gateway_job
+    assert {e["port"] for e in gateway["spec"]["endpoints"]} <= {p["name"] for p in collector["spec"]["ports"]}
 
 
 def test_kustomization_lists_manifests():
@@ -413,7 +433,8 @@ def test_compose_generates_dashboards_and_rules_for_grafana_and_prometheus(compo
     (rule_file,) = prometheus_yml["rule_files"]
     rules_dir, _, name = rule_file.rpartition("/")
     assert name == rules.FILENAME and _mounts(prometheus)[rules_dir] == job_mounts[outs["rules"]]
-    assert [j["job_name"] for j in prometheus_yml["scrape_configs"]] == [generated.rules.health.job]
+    assert [j["job_name"] for j in prometheus_yml["scrape_configs"]] == [generated.rules.health.job,
+                                                                          generated.rules.health.gateway_job]
     # Grafana reads the provisioning files and the dashboards from the volume the job wrote them into.
     grafana = services["grafana"]
     assert grafana["image"].startswith("grafana/grafana:")
@@ -467,3 +488,90 @@ def test_k8s_prometheus_rule_is_generated_from_the_production_config(config, tmp
     monitor = _docs(K8S / "servicemonitor.yaml")[0]
     service = _docs(K8S / "mastwatch-service.yaml")[0]
     assert service["metadata"]["labels"][monitor["spec"]["jobLabel"]] == config.rules.health.job
+
+
+# Settings the Collector documents for what the gateway configs use (the loadbalancing exporter's Config and the
+# OTLP exporter, queue, retry, k8s resolver, file_storage and telemetry settings they embed). A misspelt or moved
+# key fails here instead of at the Collector's start.
+COLLECTOR_SETTINGS = {
+    "loadbalancing": {"routing_key", "routing_attributes", "timeout", "retry_on_failure", "sending_queue", "protocol",
+                      "resolver"},
+    "otlp": {"endpoint", "tls", "timeout", "sending_queue", "retry_on_failure", "compression", "headers",
+             "keepalive", "balancer_name", "auth", "write_buffer_size", "read_buffer_size", "wait_for_ready"},
+    "sending_queue": {"enabled", "num_consumers", "queue_size", "storage", "sizer", "block_on_overflow",
+                      "wait_for_result", "batch"},
+    "retry_on_failure": {"enabled", "initial_interval", "randomization_factor", "multiplier", "max_interval",
+                         "max_elapsed_time"},
+    "resolver": {"static", "dns", "k8s", "aws_cloud_map"},
+    "k8s": {"service", "ports", "timeout", "return_hostnames"},
+    "static": {"hostnames"},
+    "file_storage": {"directory", "timeout", "create_directory", "compaction", "fsync", "directory_permissions"},
+    "metrics": {"level", "readers", "views"},
+}
+
+
+def _gateway_configs(k8s) -> dict[str, dict]:
+    cm = k8s[("ConfigMap", "otel-collector-config")]
+    return {"compose": yaml.safe_load((COMPOSE / "otelcol.yaml").read_text()),
+            "k8s": yaml.safe_load(next(iter(cm["data"].values())))}
+
+
+@pytest.mark.parametrize("where", ["compose", "k8s"])
+def test_gateway_lets_backpressure_through_and_keeps_what_it_accepted(where, k8s):
+    """Retries and a persistent queue above the per-replica exporters (a batch is routed again when its replica
+    goes away), none in them (their queue would acknowledge agents before mastwatch accepts; their retries would
+    stick to a replica that is gone); a full queue holds the agents back rather than dropping."""
+    cfg = _gateway_configs(k8s)[where]
+    (name,) = set(cfg["exporters"]) & LOADBALANCING
+    lb = cfg["exporters"][name]
+    queue, retry = lb["sending_queue"], lb["retry_on_failure"]
+    assert queue["enabled"] and queue["block_on_overflow"] is True
+    assert queue["storage"] in cfg["service"]["extensions"] and queue["storage"].startswith("file_storage")
+    assert retry["enabled"] and _seconds_or_zero(retry["max_elapsed_time"]) == 0
+    otlp = lb["protocol"]["otlp"]
+    assert otlp["sending_queue"] == {"enabled": False} and otlp["retry_on_failure"] == {"enabled": False}
+    assert "endpoint" not in otlp
+    assert not any(p.startswith("batch") for p in cfg["service"]["pipelines"]["traces"].get("processors", []))
+    for section, keys in (("loadbalancing", lb), ("otlp", otlp), ("sending_queue", queue),
+                          ("retry_on_failure", retry), ("resolver", lb["resolver"]),
+                          ("file_storage", cfg["extensions"][queue["storage"]]),
+                          ("metrics", cfg["service"]["telemetry"]["metrics"])):
+        unknown = set(keys) - COLLECTOR_SETTINGS[section]
+        assert not unknown, f"{where}: {section}: {unknown}"
+    for kind, resolver in lb["resolver"].items():
+        assert set(resolver) <= COLLECTOR_SETTINGS[kind]
+
+
+def _seconds_or_zero(value) -> float:
+    return 0 if value in (0, "0", "0s") else _seconds(value)
+
+
+def test_k8s_gateway_rings_on_stable_pod_names(k8s):
+    """With return_hostnames the ring is keyed by the StatefulSet's pod names, which the headless Service's
+    endpoints carry because the StatefulSet names it as its serviceName; a rollout that gives pods new IPs moves no
+    traceID to another replica."""
+    resolver = _gateway_configs(k8s)["k8s"]["exporters"]["loadbalancing"]["resolver"]["k8s"]
+    assert resolver["return_hostnames"] is True
+    service = resolver["service"].split(".")[0]
+    assert k8s[("StatefulSet", "mastwatch")]["spec"]["serviceName"] == service
+    assert k8s[("Service", service)]["spec"]["clusterIP"] == "None"
+
+
+def test_kubernetes_manifests_match_the_api_schemas():
+    """Every manifest of a built-in kind against the Kubernetes API's schema (strict: unknown fields fail)."""
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    checked = 0
+    for path in sorted(K8S.glob("*.yaml")):
+        for doc in _docs(path):
+            if doc["apiVersion"].startswith(("monitoring.coreos.com", "kustomize.config")):
+                continue  # custom resources: no schema in the API's
+            kubernetes_validate.validate(doc, "1.33.0", strict=True)
+            checked += 1
+    assert checked >= 8
+
+
+def test_compose_file_matches_the_compose_spec():
+    jsonschema = pytest.importorskip("jsonschema")
+    builtin = pytest.importorskip("check_jsonschema.builtin_schemas")
+    schema = builtin.get_builtin_schema("vendor.compose-spec")
+    jsonschema.validate(_docs(COMPOSE / "compose.yaml")[0], schema)
