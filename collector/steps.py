@@ -133,7 +133,9 @@ def ended_by(steps: list[Step], ns: int) -> int:
 
 @dataclass(slots=True, init=False)  # __init__ written out: it is compiled, a generated one is not
 class Finding:
-    """One failure mode shown by one trace, with the span ids that show it."""
+    """One failure mode shown by one trace, with the span ids that show it. `reason` says why in words of the
+    trace's structure only (tool names, counts); the captured content that shows it (a phrase the model said, a
+    record's id, a figure) is in `quote`, which is stored only where content storage is opted in."""
 
     code: str
     confidence: float
@@ -141,8 +143,10 @@ class Finding:
     reason: str
     basis: str  # structure | content | judge
     repeated: list[Step]  # the redundant steps (FM-1.3 spend)
+    quote: str | None
 
     def __init__(self, code: str, confidence: float, evidence: list[bytes], reason: str, basis: str = "structure",
-                 repeated: list[Step] | None = None) -> None:
+                 repeated: list[Step] | None = None, quote: str | None = None) -> None:
         self.code, self.confidence, self.evidence, self.reason, self.basis = code, confidence, evidence, reason, basis
         self.repeated = [] if repeated is None else repeated
+        self.quote = quote

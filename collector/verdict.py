@@ -81,6 +81,8 @@ class Verdict:
             mode = MODES[code]
             out[code] = {"name": mode.name, "category": mode.category, "confidence": round(f.confidence, 3),
                          "evidence": [e.hex() for e in f.evidence], "reason": f.reason, "basis": f.basis}
+            if f.quote:
+                out[code]["quote"] = f.quote
         return out
 
     def to_dict(self) -> dict[str, Any]:

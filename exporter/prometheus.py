@@ -2,7 +2,8 @@
 served in the Prometheus exposition format by prometheus-client.
 
 Label values that come from spans (service, agent, model, tool) are untrusted: each label keeps at most
-`max_label_values` distinct values, later ones are reported as `other` (and counted).
+`max_label_values` distinct values, later ones are reported as `other` (and counted), and each mast_* family at
+most `max_series` label sets, later ones counted with their span-derived labels `other`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ class PrometheusExporterConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     endpoint: str = Field("127.0.0.1:9464", description="host:port serving /metrics")
     max_label_values: int = Field(200, ge=1, description="distinct values per span-derived label")
+    max_series: int = Field(10_000, ge=10, description="label sets per mast_* family; past it new ones are counted "
+                            "with their span-derived labels `other` (one such set per value of the other labels)")
 
 
 class SelfMetrics:
@@ -140,7 +143,7 @@ class PrometheusExporter:
         self.limit = LabelLimiter(config.max_label_values, lambda label: self.self_metrics.label_overflow.labels(
             label).inc())
         self.self_metrics.limit = self.limit
-        self.series = MastSeries(registry, self.limit)
+        self.series = MastSeries(registry, self.limit, config.max_series)
         # the processor's Exporter protocol, served by the compiled series (no call through Python in between)
         self.export_increments = self.series.export_increments
         self.export_verdicts = self.series.export_verdicts

@@ -16,6 +16,7 @@ from mastwatch.collector.processor import Increment
 from mastwatch.collector.verdict import Verdict
 
 OVERFLOW: Final = "other"
+SPAN_DERIVED: Final = frozenset({"service", "agent", "model", "tool"})  # labels whose values the spans decide
 
 
 class LabelLimiter:
@@ -58,12 +59,18 @@ class LabelLimiter:
 
 
 class Totals:
-    """A counter family (a prometheus-client collector)."""
+    """A counter family (a prometheus-client collector). Past `max_series` label sets, a new one is counted in the
+    set whose span-derived labels are all `other` (`on_overflow("series")` each time): one such set per value of the
+    other labels (a token type, a failure mode), on top of `max_series`."""
 
-    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...], registry: Any) -> None:
+    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...], registry: Any,
+                 max_series: int = 0, on_overflow: Callable[[str], Any] | None = None) -> None:
         self.name, self.documentation, self.labelnames = name, documentation, labelnames
         # a one-item list per label set, added to in place: the label tuple is hashed once per add, not twice
         self.values: dict[tuple[str, ...], list[float]] = {}
+        self.max_series, self.on_overflow = max_series, on_overflow
+        self._derived = [name in SPAN_DERIVED for name in labelnames]
+        self._kept = 0  # label sets made as given (not `other`)
         registry.register(self)
 
     def add(self, labels: tuple[str, ...], amount: float = 1) -> None:
@@ -73,6 +80,15 @@ class Totals:
         """The label set's cell, made at 0 when new: a caller that keeps it adds to it in place."""
         cell = self.values.get(labels)
         if cell is None:
+            if self.max_series and self._kept >= self.max_series:
+                labels = tuple([OVERFLOW if derived else v for v, derived in zip(labels, self._derived, strict=True)])
+                if self.on_overflow is not None:
+                    self.on_overflow("series")
+                cell = self.values.get(labels)
+                if cell is not None:
+                    return cell
+            else:
+                self._kept += 1
             cell = self.values[labels] = [0.0]
         return cell
 
@@ -156,25 +172,28 @@ class AgentCells:
 class MastSeries:
     """mast_*: what the agents are doing, counted per verdict and increment."""
 
-    def __init__(self, registry: Any, limit: LabelLimiter) -> None:
+    def __init__(self, registry: Any, limit: LabelLimiter, max_series: int = 0) -> None:
         r = registry
         self.limit = limit
-        self.traces = Totals("mast_traces", "Agent traces classified", ("service", "agent"), r)
-        self.failing = Totals("mast_failing_traces", "Traces showing at least one MAST failure mode (counted when "
-                              "classified, as mast_traces)", ("service", "agent"), r)
-        self.mode_traces = Totals("mast_failure_mode_traces", "Traces showing a MAST failure mode (counted once "
+
+        def totals(name: str, documentation: str, labelnames: tuple[str, ...]) -> Totals:
+            return Totals(name, documentation, labelnames, r, max_series, limit.overflowed)
+
+        self.traces = totals("mast_traces", "Agent traces classified", ("service", "agent"))
+        self.failing = totals("mast_failing_traces", "Traces showing at least one MAST failure mode (counted when "
+                              "classified, as mast_traces)", ("service", "agent"))
+        self.mode_traces = totals("mast_failure_mode_traces", "Traces showing a MAST failure mode (counted once "
                                   "per trace, when first detected, possibly while the run goes on)",
-                                  ("service", "agent", "failure_mode", "category"), r)
-        self.tokens = Totals("mast_tokens", "Tokens of inference calls, by type (input excludes cached input; "
-                             "input+output+cache_read+cache_write is the total)", ("service", "agent", "model", "type"),
-                             r)
-        self.cost = Totals("mast_cost_usd", "Inference spend in USD (genai-prices)", ("service", "agent", "model"), r)
-        self.repeated = Totals("mast_repeated_steps", "Steps that repeated an already completed step (FM-1.3)",
-                               ("service", "agent", "tool"), r)
-        self.wasted_tokens = Totals("mast_wasted_tokens", "Tokens of the model calls that produced repeated steps, "
-                                    "by type", ("service", "agent", "model", "type"), r)
-        self.wasted_cost = Totals("mast_wasted_cost_usd", "USD spent on the model calls that produced repeated "
-                                  "steps", ("service", "agent", "model"), r)
+                                  ("service", "agent", "failure_mode", "category"))
+        self.tokens = totals("mast_tokens", "Tokens of inference calls, by type (input excludes cached input; "
+                             "input+output+cache_read+cache_write is the total)", ("service", "agent", "model", "type"))
+        self.cost = totals("mast_cost_usd", "Inference spend in USD (genai-prices)", ("service", "agent", "model"))
+        self.repeated = totals("mast_repeated_steps", "Steps that repeated an already completed step (FM-1.3)",
+                               ("service", "agent", "tool"))
+        self.wasted_tokens = totals("mast_wasted_tokens", "Tokens of the model calls that produced repeated steps, "
+                                    "by type", ("service", "agent", "model", "type"))
+        self.wasted_cost = totals("mast_wasted_cost_usd", "USD spent on the model calls that produced repeated "
+                                  "steps", ("service", "agent", "model"))
         self._cells: dict[str, dict[str, AgentCells]] = {}  # service -> agent -> cells (as given, not limited)
         self._kept = 0  # pairs and their cells
 

@@ -52,7 +52,8 @@ def test_judge_findings_reach_metrics_and_store(start_server, chat_server) -> No
                        "ORDER BY basis, trace_id")
     assert [(r["trace_id"], r["failure_mode"], r["basis"]) for r in rows] == [
         (derailed_id, "FM-2.3", "judge"), (searching_id, "FM-1.3", "structure")]
-    assert len(rows[0]["evidence"][0]) == 16 and rows[0]["reason"] == "a support run checking the weather"
+    # the judge's reasoning reads the content: stored only with exporters.store.store_content
+    assert len(rows[0]["evidence"][0]) == 16 and rows[0]["reason"] == "found by the judge"
     judged = server.rows("SELECT trace_id, failure_mode, verdict, structural_confidence, model FROM "
                          "{db}.mast_judgements ORDER BY trace_id, failure_mode")
     assert {(r["trace_id"], r["failure_mode"]): r["verdict"] for r in judged} == {

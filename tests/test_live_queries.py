@@ -181,7 +181,8 @@ def test_every_rule_loads_and_evaluates(live: Live) -> None:
                 time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    assert len(loaded) == len(rules.recording(live.config)) + len(rules.alerts(live.config))
+    assert len(loaded) == len(rules.recording(live.config)) + len(rules.alerts(live.config)) + \
+        len(rules.gateway_alerts(live.config))
     for rule in loaded:
         assert rule["health"] == "ok", (rule["name"], rule.get("lastError"))
         answer = live.api("/api/v1/query", query=rule["query"])

@@ -146,7 +146,7 @@ def test_a_figure_of_someone_elses_record_told_to_the_user() -> None:
     run.call("get_line", {"id": "L1"}, {"line_id": "L1", "phone_number": "555-010-2001", "data_used_gb": 3.2})
     run.call("get_usage", {"line_id": "L1"}, {"used": 3.2, "limit": 5.5})
     found = classify(run.answer("You have used 3.2 GB of your 5.5 GB.")).findings
-    assert set(found) == {"FM-2.5", "FM-3.3"} and "3.2" in found["FM-3.3"].reason
+    assert set(found) == {"FM-2.5", "FM-3.3"} and found["FM-3.3"].quote == "3.2 (L1)"
     own = Run("own figures")
     own.user("Hi, my number is 555-010-2001.").call("get_line", {"id": "L1"},
                                                     {"line_id": "L1", "phone_number": "555-010-2001", "used": 3.2})

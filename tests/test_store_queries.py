@@ -89,7 +89,7 @@ def test_failure_modes_with_their_share_of_traces(store) -> None:
     assert [(r["failure_mode"], r["traces"], r["share"], r["agents"]) for r in rows] == [
         ("FM-1.3", 3, 0.6, 2), ("FM-2.3", 1, 0.2, 1), ("FM-3.3", 1, 0.2, 1)]
     assert rows[2]["name"] == "Incorrect verification" and rows[2]["category"] == "FC3"
-    assert rows[1]["basis"] == "judge" and rows[1]["latest_reason"] == "drifted off the task"
+    assert rows[1]["basis"] == "judge" and rows[1]["latest_reason"] == "found by the judge"  # its reasoning: content
     data = run(store.engine, "mastwatch", "failures", Filters(T0, T0 + DAY, service="data"))
     third = pytest.approx(1 / 3, abs=1e-4)
     assert [(r["failure_mode"], r["share"]) for r in data] == [("FM-1.3", third), ("FM-2.3", third),
@@ -126,7 +126,7 @@ def test_every_query_renders_for_the_cli_and_returns_rows(store) -> None:
     by_trace = {int(r["trace_id"], 16): r for r in recent}
     assert by_trace[4]["modes"] == "FM-2.3 FM-3.3" and by_trace[4]["evidence_spans"] == \
         "0101010101010101 0202020202020202"
-    assert by_trace[4]["reasons"].startswith("FM-2.3 (judge): drifted off the task | FM-3.3 (structure): ")
+    assert by_trace[4]["reasons"].startswith("FM-2.3 (judge): found by the judge | FM-3.3 (structure): ")
 
 
 def test_a_dialect_without_modes_refuses_the_mode_query() -> None:

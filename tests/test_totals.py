@@ -53,10 +53,11 @@ def verdict(agent: str, model: str, tokens: int = 10, usd: float = 0.5, service:
                    tokens={(model, "input"): tokens, (model, "output"): 2 * tokens}, cost={model: usd})
 
 
-def series(limit: int) -> tuple[MastSeries, Counter[str], CollectorRegistry]:
+def series(limit: int, max_series: int = 0) -> tuple[MastSeries, Counter[str], CollectorRegistry]:
     replaced: Counter[str] = Counter()
     registry = CollectorRegistry()
-    return MastSeries(registry, LabelLimiter(limit, lambda label: replaced.update([label]))), replaced, registry
+    return MastSeries(registry, LabelLimiter(limit, lambda label: replaced.update([label])), max_series), replaced, \
+        registry
 
 
 def samples(registry: CollectorRegistry, name: str) -> dict[tuple[str, ...], float]:
@@ -98,3 +99,18 @@ def test_what_is_kept_to_find_the_cells_is_bounded_and_the_totals_stay() -> None
     assert traces == {("svc", "a"): MAX_KEPT + 11, ("svc", "b"): 1}
     assert samples(registry, "mast_tokens_total")[("svc", "a", "m0", "input")] == 20
     assert len(samples(registry, "mast_cost_usd_total")) == MAX_KEPT + 11
+
+
+def test_label_sets_are_capped_per_family_and_nothing_is_lost() -> None:
+    """10,000 distinct (service, agent, model) sets, each label within its own cap: every family stays at
+    `max_series` label sets, the rest is counted with its span-derived labels `other`, and the totals still add
+    up."""
+    mast, replaced, registry = series(limit=200, max_series=500)
+    for i in range(10_000):
+        mast.export_verdict(verdict(f"a{i % 199}", f"m{i % 197}", service=f"s{i % 101}"), NO_INCREMENT)
+    for name, others in (("mast_traces_total", 1), ("mast_tokens_total", 2), ("mast_cost_usd_total", 1)):
+        assert len(samples(registry, name)) == 500 + others  # `other` once per token type
+    traces = samples(registry, "mast_traces_total")
+    assert sum(traces.values()) == 10_000 and traces[("other", "other")] > 0
+    assert sum(samples(registry, "mast_cost_usd_total").values()) == 10_000 * 0.5
+    assert replaced["series"] > 0

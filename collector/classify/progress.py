@@ -128,8 +128,9 @@ class Ending(NamedTuple):
     confidence: float
     basis: str
     evidence: list[Step]
-    reason: str
+    reason: str  # without content: see Finding
     ignored: Step | None = None  # a change that failed and that the final answer treats as done (FM-2.5 too)
+    quote: str | None = None  # the content that shows it
 
 
 def ending(p: Progress) -> Ending | None:
@@ -168,8 +169,8 @@ def _ending(p: Progress) -> Ending | None:
     if p.error is last and p.answered:
         if claim:
             ignored = last if p.failed_check is not last and _refused(p, last) else None
-            return Ending("FM-3.3", 0.85, CONTENT, [last, llm], f"final answer claims success "
-                          f"({llm.output_preview!r}) right after {last.tool} failed", ignored)
+            return Ending("FM-3.3", 0.85, CONTENT, [last, llm], f"final answer claims success right after "
+                          f"{last.tool} failed", ignored, llm.output_preview)
         if p.error_known:
             return None  # the same failure was met before and the run went on: this one stopped nothing
         refused = _refused(p, last)
@@ -216,12 +217,12 @@ def _handover(p: Progress) -> list[Ending]:
     out = []
     if reason and (words := gives_up(reason)) is not None:
         out.append(Ending("FM-3.1", 0.7, CONTENT, evidence, f"handed over with {step.tool} while the problem was "
-                          f"still there ({words!r}), naming no cause it could not remove itself"))
+                          "still there, naming no cause it could not remove itself", quote=words))
         out.append(Ending("FM-3.2", 0.6, CONTENT, evidence, f"handed over with {step.tool} without finding what "
                           "causes the problem: the reason names no cause"))
     if reason and (claim := claims_all_done(reason)) is not None:
-        out.append(Ending("FM-3.3", 0.7, CONTENT, evidence, f"handed over with {step.tool} claiming {claim!r} while "
-                          "the problem was still there"))
+        out.append(Ending("FM-3.3", 0.7, CONTENT, evidence, f"handed over with {step.tool} claiming every step was "
+                          "done while the problem was still there", quote=claim))
     return out
 
 
@@ -277,4 +278,5 @@ class EndingDetector(Detector):
             end = conversation_ending(self.progress, self.code)
             if end is None:
                 return None
-        return Finding(self.code, end.confidence, [s.span_id for s in end.evidence], end.reason, end.basis)
+        return Finding(self.code, end.confidence, [s.span_id for s in end.evidence], end.reason, end.basis,
+                       quote=end.quote)

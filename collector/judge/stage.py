@@ -124,7 +124,8 @@ class Judgement:
     @property
     def findings(self) -> dict[str, Finding]:
         """The modes the judge says the trace shows, as findings with basis judge."""
-        return {a.code: Finding(a.code, a.confidence, [bytes.fromhex(e) for e in a.evidence], a.reason, "judge")
+        return {a.code: Finding(a.code, a.confidence, [bytes.fromhex(e) for e in a.evidence], "found by the judge",
+                                "judge", quote=a.reason)
                 for a in self.assessments.values() if a.present}
 
 

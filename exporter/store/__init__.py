@@ -8,6 +8,7 @@ while the store fails, and acknowledges a batch only once every table has it. Th
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import threading
@@ -52,6 +53,11 @@ class StoreConfig(BaseModel):
     queue_path: str | None = Field(None, description="durable queue directory (default: `path`/queue)")
     max_queued_rows: int = Field(1_000_000, ge=1, description="rows held while the store fails")
     max_queued_mib: int = Field(1024, ge=1, description="queue size on disk held while the store fails")
+    store_content: bool = Field(False, description="store the captured content that shows a finding (a phrase, a "
+                                "record id) with its reason, and the judge's reasons; off: reasons name tools and "
+                                "counts only")
+    redact: str | None = Field(None, description="with store_content: `module:function` taking the content and "
+                               "returning what to store (mask names, numbers)")
 
     @field_validator("host", "user", "password", "url", mode="before")
     @classmethod
@@ -61,6 +67,37 @@ class StoreConfig(BaseModel):
     @property
     def layout(self) -> Layout:
         return Layout(self.database, self.cluster or "", self.ttl_days)
+
+    @field_validator("redact")
+    @classmethod
+    def _redact(cls, value: str | None) -> str | None:
+        if value is not None:
+            redactor(value)  # fails now, with what is wrong, rather than at the first finding
+        return value
+
+    def quotes(self) -> Callable[[str], str] | None:
+        """What a finding's quote is stored as: None (not stored) unless store_content."""
+        if not self.store_content:
+            return None
+        return redactor(self.redact) if self.redact else _as_is
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
+def redactor(path: str) -> Callable[[str], str]:
+    """The function `module:function` names (ValueError saying what is wrong)."""
+    module, _, name = path.partition(":")
+    if not module or not name:
+        raise ValueError(f"redact {path!r}: expected module:function")
+    try:
+        function = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"redact {path!r}: {e}") from None
+    if not callable(function):
+        raise ValueError(f"redact {path!r} is not a function")
+    return function
 
 
 class Engine(Protocol):
@@ -101,6 +138,7 @@ class StoreExporter:
         self.config = config
         self.telemetry: StoreTelemetry = telemetry or NullTelemetry()  # type: ignore[assignment]
         self.layout = config.layout
+        self._quotes = config.quotes()
         self.engine = open_engine(config)
         self.queue = DurableQueue(config.queue_path or os.path.join(config.path, "queue"), config.max_queued_rows,
                                   config.max_queued_mib << 20, batch_rows=config.batch_rows, on_batch=self._batch_full)
@@ -136,13 +174,13 @@ class StoreExporter:
         pass  # rows are written per verdict (live findings are counters only)
 
     def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment]) -> None:
-        dropped = self.queue.append(*encode(verdicts))  # one record for the batch
+        dropped = self.queue.append(*encode(verdicts, self._quotes))  # one record for the batch
         if dropped:
             self._dropped(dropped)
 
     def export_judgement(self, judgement: Judgement) -> None:
         """The judge's positive answers as mast_findings rows with basis judge; every answer in mast_judgements."""
-        dropped = self.queue.append(*encode_judgement(judgement, time.time()))
+        dropped = self.queue.append(*encode_judgement(judgement, time.time(), self._quotes))
         if dropped:
             self._dropped(dropped)
 

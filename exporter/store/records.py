@@ -81,12 +81,17 @@ def trace_row(v: Verdict) -> list[Any]:
             waste.repeated_steps, wasted_input, wasted_output, v.wasted_cost_usd]
 
 
-def finding_rows(v: Verdict | Judgement, rows: list[list[Any]]) -> None:
-    """mast_findings rows, in column order, added to `rows`."""
+Quotes = Callable[[str], str] | None  # what a finding's quote is stored as (content storage opted in), or None
+
+
+def finding_rows(v: Verdict | Judgement, rows: list[list[Any]], quotes: Quotes = None) -> None:
+    """mast_findings rows, in column order, added to `rows`. A finding's quote (captured content) is added to its
+    reason only through `quotes` (content storage opted in, its redaction applied)."""
     for code, f in sorted(v.findings.items()):
         mode = MODES[code]
+        reason = f.reason if quotes is None or not f.quote else f"{f.reason}: {quotes(f.quote)}"
         rows.append([v.trace_id, v.service, v.agent, v.started_at_ns, code, mode.category, mode.name, f.confidence,
-                     f.basis, [e.hex() for e in f.evidence], f.reason])
+                     f.basis, [e.hex() for e in f.evidence], reason])
 
 
 def repeated_step_rows(v: Verdict, rows: list[list[Any]]) -> None:
@@ -99,15 +104,17 @@ def repeated_step_rows(v: Verdict, rows: list[list[Any]]) -> None:
                      tokens[1][1], tokens[2][1], tokens[3][1], r.cost_usd, step.start_ns])
 
 
-def judgement_rows(j: Judgement, judged_at: float) -> list[list[Any]]:
-    """mast_judgements rows, in column order: one per mode assessed."""
+def judgement_rows(j: Judgement, judged_at: float, quotes: Quotes = None) -> list[list[Any]]:
+    """mast_judgements rows, in column order: one per mode assessed. The judge's reasons read the content: stored
+    only through `quotes`."""
     judged = int(judged_at * 1e9)
     return [[j.trace_id, j.service, j.agent, j.started_at_ns, judged, j.model, code, MODES[code].category,
-             j.verdict(code), j.structural.get(code), a.confidence, list(a.evidence), a.reason]
+             j.verdict(code), j.structural.get(code), a.confidence, list(a.evidence),
+             quotes(a.reason) if quotes is not None and a.reason else ""]
             for code, a in sorted(j.assessments.items())]
 
 
-def encode(verdicts: list[Verdict]) -> tuple[int, bytes]:
+def encode(verdicts: list[Verdict], quotes: Quotes = None) -> tuple[int, bytes]:
     """The rows of verdicts (a batch the processor completed) as one queue record: (rows, payload), each table's
     rows one block."""
     traces = _encode(_TRACE_COLUMNS, [trace_row(v) for v in verdicts])
@@ -115,7 +122,7 @@ def encode(verdicts: list[Verdict]) -> tuple[int, bytes]:
     repeated: list[list[Any]] = []
     for v in verdicts:
         if v.findings:
-            finding_rows(v, found)
+            finding_rows(v, found, quotes)
         if v.waste.steps:
             repeated_step_rows(v, repeated)
     findings, steps = _encode(_FINDING_COLUMNS, found), _encode(_STEP_COLUMNS, repeated)
@@ -123,11 +130,11 @@ def encode(verdicts: list[Verdict]) -> tuple[int, bytes]:
             b"".join((_HEADER.pack(VERSION, len(traces), len(findings), len(steps), 0), traces, findings, steps)))
 
 
-def encode_judgement(j: Judgement, judged_at: float) -> tuple[int, bytes]:
+def encode_judgement(j: Judgement, judged_at: float, quotes: Quotes = None) -> tuple[int, bytes]:
     """The judge's positive answers as mast_findings rows (basis judge), every answer as a mast_judgements row."""
     found: list[list[Any]] = []
-    finding_rows(j, found)
-    assessed = judgement_rows(j, judged_at)
+    finding_rows(j, found, quotes)
+    assessed = judgement_rows(j, judged_at, quotes)
     findings, judgements = _encode(_FINDING_COLUMNS, found), _encode(_JUDGEMENT_COLUMNS, assessed)
     header = _HEADER.pack(VERSION, 0, len(findings), 0, len(judgements))
     return len(found) + len(assessed), header + findings + judgements

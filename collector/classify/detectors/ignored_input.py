@@ -66,16 +66,18 @@ class IgnoredInput(Detector):
         records = self.records
         if records.acted is not None:
             record, step = records.acted
-            return Finding(self.code, 0.7, [record.step.span_id, step.span_id], f"{step.tool} used {record.id}, whose "
-                           f"{record.step.tool} result names another phone or email than the user gave", CONTENT)
+            return Finding(self.code, 0.7, [record.step.span_id, step.span_id], f"{step.tool} used a record whose "
+                           f"{record.step.tool} result names another phone or email than the user gave", CONTENT,
+                           quote=record.id)
         if records.write_refused is not None:
             record, step = records.write_refused
-            status = f" (status {record.status!r})" if record.status else ""
-            return Finding(self.code, 0.6, [record.step.span_id, step.span_id], f"{step.tool} on {record.id} was "
-                           f"refused although {record.step.tool} had just shown its state{status}", CONTENT)
+            status = f", status {record.status}" if record.status else ""
+            return Finding(self.code, 0.6, [record.step.span_id, step.span_id], f"{step.tool} was refused although "
+                           f"{record.step.tool} had just shown the record's state", CONTENT,
+                           quote=f"{record.id}{status}")
         end = ending(self.progress)
         if end is None or end.ignored is None:
             return None
         answer = end.evidence[-1]
         return Finding(self.code, 0.7, [end.ignored.span_id, answer.span_id], f"{end.ignored.tool} failed and the "
-                       f"final answer treats it as done ({answer.output_preview!r})", CONTENT)
+                       "final answer treats it as done", CONTENT, quote=answer.output_preview)

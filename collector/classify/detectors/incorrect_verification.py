@@ -33,12 +33,12 @@ class IncorrectVerification(EndingDetector):
             record, step = records.wrong_write
             claim = records.claimed
             found = Finding(self.code, 0.7, [record.step.span_id, step.span_id, claim.span_id],
-                            f"claimed success after {step.tool} changed {record.id}, whose {record.step.tool} result "
-                            "names another phone or email than the user gave", CONTENT)
+                            f"claimed success after {step.tool} changed a record whose {record.step.tool} result "
+                            "names another phone or email than the user gave", CONTENT, quote=record.id)
         if found is None and records.told is not None and records.acted is not None:
             record, step = records.acted
             told, figure = records.told
             found = Finding(self.code, 0.6, [record.step.span_id, step.span_id, told.span_id],
-                            f"told the user {figure}, a figure of {record.id}, whose {record.step.tool} result names "
-                            "another phone or email than the user gave", CONTENT)
+                            f"told the user a figure of a record whose {record.step.tool} result names another phone "
+                            "or email than the user gave", CONTENT, quote=f"{figure} ({record.id})")
         return found

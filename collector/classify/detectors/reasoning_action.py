@@ -40,13 +40,14 @@ class ReasoningAction(Detector):
         named = stated_tool(said)
         if named is not None and named != step.tool:  # a snake_case or camelCase name
             self.found = Finding(self.code, 0.75, [said.span_id, step.span_id],
-                                 f"the model said it would use {named} and called {step.tool}", "content")
+                                 f"the model said it would use another tool and called {step.tool}", "content",
+                                 quote=named)
         elif previous is not None and tool_error(previous) is not None and previous.tool == step.tool and \
                 previous.args is not None and step.args is not None and \
                 previous.args_key == step.args_key and states_change(said):
             self.found = Finding(self.code, 0.75, [previous.span_id, said.span_id, step.span_id],
-                                 f"the model said it would change its approach ({said.output_preview!r}) and repeated "
-                                 f"the failed {step.tool} call unchanged", "content")
+                                 f"the model said it would change its approach and repeated the failed {step.tool} "
+                                 "call unchanged", "content", quote=said.output_preview)
         return self.found
 
     def finish(self) -> Finding | None:

@@ -62,7 +62,8 @@ class StepRepetition(Detector):
         self._evidence: dict[bytes, None] | None = None
         self._failed_invocations: set[bytes] | None = None
         self._parent: bytes | None = None  # of the last model or tool step
-        self._reasons: dict[str, tuple[float, str, str]] | None = None  # signal -> (confidence, basis, reason)
+        # signal -> (confidence, basis, reason, quote: the content that shows it, or "")
+        self._reasons: dict[str, tuple[float, str, str, str]] | None = None
         self._start_over()
 
     def _start_over(self) -> None:
@@ -71,7 +72,7 @@ class StepRepetition(Detector):
         self._state_at.clear()
         self._conversation: str | None = None  # the conversation the last step named
         self._writes = 0  # state-changing calls so far
-        self._unchanged: tuple[list[Step], str] | None = None  # a lookup made again, judged at the next tool call
+        self._unchanged: tuple[list[Step], str, str] | None = None  # a lookup made again, judged at the next tool call
         self._max_input = 0  # the largest prompt so far (input tokens), and the last one
         self._last_input = 0
         self._first_call.clear()
@@ -99,10 +100,10 @@ class StepRepetition(Detector):
             if len(kept) < EVIDENCE_LIMIT:
                 kept.setdefault(step.span_id, None)
 
-    def _reason(self, signal: str, confidence: float, basis: str, reason: str) -> None:
+    def _reason(self, signal: str, confidence: float, basis: str, reason: str, quote: str | None = None) -> None:
         if self._reasons is None:
             self._reasons = {}
-        self._reasons[signal] = (confidence, basis, reason)
+        self._reasons[signal] = (confidence, basis, reason, quote or "")
 
     def observe(self, step: Step) -> Finding | None:
         if step.kind is AGENT:
@@ -187,12 +188,12 @@ class StepRepetition(Detector):
         if len(calls) < self._min_occurrences:
             if len(calls) >= self._unchanged_min_occurrences and conversation == self._conversation and \
                     self._unchanged_lookup(tool, step, calls[-2]):
-                self._unchanged = (list(calls), f"{tool} called again with equivalent arguments {step.args_preview} "
-                                   "and the same result, nothing changed since")
+                self._unchanged = (list(calls), f"{tool} called again with equivalent arguments and the same "
+                                   "result, nothing changed since", step.args_preview or "")
             return False
         self._mark(calls[1:], calls)
-        self._reason("same_call", 0.9, "structure", f"{tool} called {len(calls)} times with equivalent arguments "
-                     f"{step.args_preview}")
+        self._reason("same_call", 0.9, "structure", f"{tool} called {len(calls)} times with equivalent arguments",
+                     step.args_preview)
         return True
 
     def _unchanged_lookup(self, tool: str, step: Step, before: Step) -> bool:
@@ -237,8 +238,8 @@ class StepRepetition(Detector):
         if len(outputs) < self._output_min_occurrences:
             return None
         self._mark(outputs[1:], outputs)
-        self._reason("output", 0.85, "content", f"model {step.model or ''} gave the same output {len(outputs)} times: "
-                     f"{step.output_preview!r}")
+        self._reason("output", 0.85, "content", f"model {step.model or ''} gave the same output {len(outputs)} times",
+                     step.output_preview)
         return self.current()
 
     def current(self) -> Finding | None:
@@ -247,10 +248,11 @@ class StepRepetition(Detector):
             return None
         # mostly one signal: no sort, no join (calls through Python)
         ranked = list(reasons.values()) if len(reasons) == 1 else sorted(reasons.values(), reverse=True)
-        confidence, basis, reason = ranked[0]
+        confidence, basis, reason, quote = ranked[0]
         if len(ranked) > 1:
-            reason = "; ".join([r for _, _, r in ranked])
-        return Finding(self.code, confidence, list(self._evidence or ()), reason, basis, self.repeated)
+            reason = "; ".join([r for _, _, r, _ in ranked])
+            quote = "; ".join([q for _, _, _, q in ranked if q])
+        return Finding(self.code, confidence, list(self._evidence or ()), reason, basis, self.repeated, quote or None)
 
     def _settle_unchanged(self) -> Finding | None:
         """Count the lookup made again that waits for the next tool call (or the end), if one does."""
@@ -258,7 +260,7 @@ class StepRepetition(Detector):
         if unchanged is None:
             return None
         self._mark(unchanged[0][1:], unchanged[0])
-        self._reason("unchanged", 0.8, "content", unchanged[1])
+        self._reason("unchanged", 0.8, "content", unchanged[1], unchanged[2])
         return self.current()
 
     def finish(self) -> Finding | None:

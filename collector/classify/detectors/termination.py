@@ -48,8 +48,8 @@ class Termination(Detector):
                                  f"({step.limit})", STRUCTURE)
             return self.found
         if final_output and self.found is None and self.limit_texts and limit_text(step):
-            self.found = Finding(self.code, 0.85, [step.span_id], f"{step.name} reports a limit hit: "
-                                 f"{step.output_preview!r}", CONTENT)
+            self.found = Finding(self.code, 0.85, [step.span_id], f"{step.name} reports a limit hit", CONTENT,
+                                 quote=step.output_preview)
             return self.found
         return None
 

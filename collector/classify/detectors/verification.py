@@ -70,7 +70,8 @@ class Verification(Detector):
         if change is None or self.stopped or self._unseen:  # stopped from outside before it could check (FM-1.5)
             end = conversation_ending(self.progress, self.code)  # none when a limit stopped the run
             if end is not None:
-                return Finding(self.code, end.confidence, [s.span_id for s in end.evidence], end.reason, end.basis)
+                return Finding(self.code, end.confidence, [s.span_id for s in end.evidence], end.reason, end.basis,
+                               quote=end.quote)
             return self._unlooked()
         why = "its result only acknowledged the request" if self.basis == CONTENT else "its result does not show " \
             "the new state"
@@ -84,5 +85,6 @@ class Verification(Detector):
         listing, step, words, unopened = denied
         shown = ", ".join(unopened[:3]) + (", ..." if len(unopened) > 3 else "")
         return Finding(self.code, 0.6, [listing.step.span_id, step.span_id],
-                       f"told the user {words!r} without opening {len(unopened)} of the {len(listing.ids)} records "
-                       f"{listing.step.tool} listed ({shown})", CONTENT)
+                       f"told the user something is not among their records without opening {len(unopened)} of the "
+                       f"{len(listing.ids)} records {listing.step.tool} listed", CONTENT,
+                       quote=f"{words} (never opened: {shown})")
