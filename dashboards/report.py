@@ -244,10 +244,7 @@ def main_report(config: Config, out: Path, png: Path | None, since: str) -> int:
     except ValueError as e:
         print(f"mastwatch: --since: {e}", file=sys.stderr)
         return 2
-    path = Path(config.exporters.store.path)
-    if not path.is_dir():
-        raise OSError(f"no store at {path} (exporters.store.path, or --store-path)")
-    engine = ChdbEngine(str(path))
+    engine = ChdbEngine(config.exporters.store.path, create=False)
     try:
         results = run(engine.query, config, since_s)
     finally:

@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -252,10 +253,9 @@ def cmd_top(args: argparse.Namespace, config: Config) -> int:
         return 2
     store = config.exporters.store
     try:
-        engine = open_engine(store)
-    except RuntimeError as e:  # chDB: a server holds the directory
-        print(f"mastwatch top: cannot open the store in {store.path} (stop the server using it, or query its "
-              f"ClickHouse server): {e}", file=sys.stderr)
+        engine = open_engine(store, create=False)
+    except OSError as e:  # no store there, or a server holds the directory
+        print(f"mastwatch top: {e}", file=sys.stderr)
         return 1
     try:
         rows = run(engine, store.database, args.what, filters)
@@ -319,8 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="serve, with a fleet of simulated agents sending OTLP")
     _common(demo)
     _server_flags(demo)
-    demo.add_argument("--duration", type=float, default=0, help="stop after this many seconds (default: never)")
-    demo.add_argument("--pace", type=float, default=0.3, help="seconds per simulated agent step")
+    demo.add_argument("--duration", type=_seconds(0), default=0, help="stop after this many seconds (default: "
+                      "never)")
+    demo.add_argument("--pace", type=_seconds(0.001), default=0.3, help="seconds per simulated agent step")
     schema = sub.add_parser("schema", help="print the store's DDL (the statements mastwatch applies at start)")
     _common(schema)
     schema.add_argument("--cluster", metavar="NAME", help="ReplicatedMergeTree and Distributed tables, ON CLUSTER "
@@ -335,8 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument("--service", help="only this service")
     top.add_argument("--agent", help="only this agent")
     top.add_argument("--model", help="only this model (waste, models, tools, traces)")
-    top.add_argument("--mode", metavar="FM-x.y", help="traces: only those showing this failure mode")
-    top.add_argument("--limit", type=int, default=20, help="rows (default: 20)")
+    top.add_argument("--mode", metavar="FM-x.y", type=_mode, help="traces: only those showing this failure mode")
+    top.add_argument("--limit", type=_positive_int, default=20, help="rows (default: 20)")
     top.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
     dashboards = sub.add_parser("dashboards", help="write the Grafana dashboards and provisioning files")
     _common(dashboards)
@@ -356,6 +357,39 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
     report.add_argument("--since", default="24h", help="time range back from now, e.g. 30m, 6h (default 24h)")
     return parser
+
+
+def _seconds(least: float) -> Callable[[str], float]:
+    def parse(value: str) -> float:
+        try:
+            seconds = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+        if not seconds >= least:  # NaN too
+            raise argparse.ArgumentTypeError(f"{value} must be at least {least:g}")
+        return seconds
+
+    return parse
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return number
+
+
+def _mode(value: str) -> str:
+    from mastwatch.collector.classify.modes import MODES
+
+    code = value.upper()
+    if code not in MODES:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a MAST failure mode (FM-1.1 to FM-1.5, FM-2.1 to FM-2.6, "
+                                         "FM-3.1 to FM-3.3)")
+    return code
 
 
 def _identifier(value: str) -> str:

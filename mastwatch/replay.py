@@ -90,9 +90,13 @@ def replay(paths: list[str], exporters: list, config: ProcessorConfig | None = N
     processor = Processor(config or ProcessorConfig(), exporters)
     spans = 0
     for path in paths:
+        before = spans
         for records_ in read_requests(path):
             spans += len(records_)
             processor.process(records_, now=0.0)
+        if spans == before:
+            raise ReplayError(f"{path}: no spans in it (empty, or not OTLP/JSON lines nor an OTLP protobuf "
+                              "ExportTraceServiceRequest)")
     processor.drain(END_OF_INPUT)
     for exporter in exporters:
         exporter.shutdown()

@@ -120,7 +120,8 @@ class StoreTelemetry(Protocol):
     def store_queue(self, depth: Callable[[], tuple[int, int]]) -> None: ...
 
 
-def open_engine(config: StoreConfig) -> Engine:
+def open_engine(config: StoreConfig, create: bool = True) -> Engine:
+    """The configured engine; `create`: make a missing chDB directory (a writer), else say there is no store."""
     if config.engine == "clickhouse":
         from .clickhouse_engine import ClickhouseEngine
 
@@ -128,7 +129,7 @@ def open_engine(config: StoreConfig) -> Engine:
                                 config.password.get_secret_value(), config.url)
     from .chdb_engine import ChdbEngine
 
-    return ChdbEngine(config.path)
+    return ChdbEngine(config.path, create)
 
 
 class StoreExporter:

@@ -15,11 +15,26 @@ from .schema import Column
 INSERT_SETTINGS = "input_format_parallel_parsing = 0, max_partitions_per_insert_block = 0"
 
 
+class StoreInUse(OSError):
+    """The directory is held by another process's chDB (a running `mastwatch serve` or `demo`)."""
+
+
 class ChdbEngine:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, create: bool = True) -> None:
+        """`create`: make the directory when missing (a writer); a reader is told there is no store instead."""
         self.path = os.path.abspath(path)
-        os.makedirs(self.path, exist_ok=True)
-        self._session = session.Session(self.path)
+        if create:
+            os.makedirs(self.path, exist_ok=True)
+        elif not os.path.isdir(self.path):
+            raise FileNotFoundError(f"no store at {self.path}: start `mastwatch serve` (or `demo`) with it, or pass "
+                                    "--store-path")
+        try:
+            self._session = session.Session(self.path)
+        except RuntimeError as e:
+            if os.path.exists(os.path.join(self.path, "status")):  # chDB's lock file, held by its server
+                raise StoreInUse(f"the store in {self.path} is in use by another process (a running mastwatch "
+                                 "serve or demo): stop it, or use another --store-path") from None
+            raise OSError(f"cannot open the store in {self.path}: {e}") from None
         self._lock = threading.Lock()
         self.command("SET output_format_json_quote_64bit_integers = 0")  # numbers read back as numbers
 

@@ -1,0 +1,60 @@
+"""Each way a user can get a command wrong gets one line saying what is wrong and what to do, and a non-zero exit:
+no traceback, no silent success, nothing created where nothing was asked for."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.test_lifecycle import MASTWATCH, _free_port, _wait_http
+
+CHDB_OWN = "DB::Exception: Cannot lock file"  # chDB's own line when its directory is locked; ours follows
+
+
+def _run(*args: str, cwd: Path) -> tuple[int, list[str]]:
+    result = subprocess.run([*MASTWATCH, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+    lines = [line for line in result.stderr.splitlines() if line.strip() and CHDB_OWN not in line]
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.returncode, lines
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("replay", "empty.json"), "empty.json: no spans in it"),
+    (("replay", "text.txt"), "text.txt: not OTLP/JSON lines nor OTLP protobuf"),
+    (("top", "traces", "--mode", "FM-9.9"), "'FM-9.9' is not a MAST failure mode"),
+    (("top", "traces", "--limit", "0"), "--limit: 0 must be at least 1"),
+    (("top", "traces", "--store-path", "missing"), "no store at"),
+    (("report", "--out", "r.html", "--store-path", "missing"), "no store at"),
+    (("demo", "--pace", "-1"), "--pace: -1 must be at least 0.001"),
+    (("demo", "--duration", "nan"), "--duration: nan must be at least 0"),
+], ids=["replay-empty", "replay-not-otlp", "top-bad-mode", "top-bad-limit", "top-no-store", "report-no-store",
+        "demo-negative-pace", "demo-nan-duration"])
+def test_a_wrong_command_is_one_clear_line(tmp_path: Path, args: tuple[str, ...], says: str) -> None:
+    (tmp_path / "empty.json").write_text("")
+    (tmp_path / "text.txt").write_text("hello world\n")
+    code, lines = _run(*args, cwd=tmp_path)
+    assert code != 0
+    # one line says it (argparse's usage lines come before it, as for any argument error)
+    assert lines[-1].startswith("mastwatch") and says in lines[-1], lines
+    assert all(line.startswith(("usage:", " ")) for line in lines[:-1]), lines
+    assert not (tmp_path / "missing").exists()  # a reader creates no store
+
+
+def test_a_store_another_process_holds_is_one_clear_line(tmp_path: Path) -> None:
+    store = str(tmp_path / "held")
+    ports = [f"127.0.0.1:{_free_port()}" for _ in range(3)]
+    first = subprocess.Popen([*MASTWATCH, "serve", "--grpc-endpoint", ports[0], "--http-endpoint", ports[1],
+                              "--metrics-endpoint", ports[2], "--store-path", store], stderr=subprocess.DEVNULL)
+    try:
+        _wait_http(f"http://{ports[2]}/metrics")
+        for args in (("serve", "--grpc-endpoint", "127.0.0.1:0", "--http-endpoint", "127.0.0.1:0",
+                      "--metrics-endpoint", "127.0.0.1:0", "--store-path", store),
+                     ("report", "--out", "r.html", "--store-path", store),
+                     ("top", "traces", "--store-path", store)):
+            code, lines = _run(*args, cwd=tmp_path)
+            assert code == 1 and len(lines) == 1 and "in use by another process" in lines[0], (args, lines)
+    finally:
+        first.terminate()
+        first.wait(60)
