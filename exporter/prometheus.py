@@ -8,18 +8,28 @@ most `max_series` label sets, later ones counted with their span-derived labels 
 
 from __future__ import annotations
 
-import threading
+import asyncio
+import gzip
+import logging
 from collections.abc import Callable
 from typing import Any
-from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import choose_encoder, gzip_accepted
 from pydantic import BaseModel, ConfigDict, Field
 
 from mastwatch.collector.classify.modes import MODES
 from mastwatch.collector.judge.stage import Judgement
+from mastwatch.collector.receiver.refusals import Refusals
+from mastwatch.http_serving import LoopServer
+from mastwatch.security import AuthConfig, BearerCheck, TLSConfig
 
 from .totals import Completions, LabelLimiter, LatencyHistogram, MastSeries, Totals
+
+log = logging.getLogger(__name__)
+METRICS_IDLE = 60.0  # seconds an idle scrape connection is kept (scrapers reuse theirs between scrapes)
+METRICS_CONNECTIONS = 64
 
 
 class PrometheusExporterConfig(BaseModel):
@@ -28,6 +38,8 @@ class PrometheusExporterConfig(BaseModel):
     max_label_values: int = Field(200, ge=1, description="distinct values per span-derived label")
     max_series: int = Field(10_000, ge=10, description="label sets per mast_* family; past it new ones are counted "
                             "with their span-derived labels `other` (one such set per value of the other labels)")
+    tls: TLSConfig | None = Field(None, description="serve /metrics over HTTPS (configtls)")
+    auth: AuthConfig | None = Field(None, description="require `Authorization: Bearer <token>` (bearertokenauth)")
 
 
 class SelfMetrics:
@@ -147,21 +159,35 @@ class PrometheusExporter:
         # the processor's Exporter protocol, served by the compiled series (no call through Python in between)
         self.export_increments = self.series.export_increments
         self.export_verdicts = self.series.export_verdicts
-        self._server: WSGIServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: LoopServer | None = None
 
     def start(self) -> tuple[str, int]:
-        host, _, port = self.config.endpoint.rpartition(":")
-        try:
-            self._server, self._thread = start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)
-        except OSError as e:
-            raise OSError(f"cannot serve metrics on {self.config.endpoint}: {e.strerror}") from None
-        return self._server.server_address[:2]
+        config = self.config
+        self._refusals = Refusals(self.self_metrics, log, "/metrics")
+        self._auth = BearerCheck(config.auth) if config.auth is not None else None
+        self._server = LoopServer(config.endpoint, "metrics", self._serve, self._refusals.refuse, METRICS_IDLE,
+                                  METRICS_CONNECTIONS, config.tls, thread_name="mw-metrics")
+        self._server.start()
+        return self._server.address
+
+    async def _serve(self, request: web.BaseRequest) -> web.StreamResponse:
+        """GET /metrics: the registry in the format the scraper accepts (OpenMetrics or text), gzip if it may."""
+        if self._auth is not None and not self._auth.allows(request.headers.get("Authorization")):
+            self._refusals.refuse("unauthenticated", "no valid bearer token", request.remote)
+            return web.Response(status=401, text="send Authorization: Bearer <token>\n",
+                                headers={"WWW-Authenticate": 'Bearer realm="mastwatch"'})
+        if request.path not in ("/metrics", "/"):
+            return web.Response(status=404, text="metrics are at /metrics\n")
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        body = await asyncio.get_running_loop().run_in_executor(None, encoder, self.registry)
+        headers = {"Content-Type": content_type}
+        if gzip_accepted(request.headers.get("Accept-Encoding", "")):
+            body, headers["Content-Encoding"] = gzip.compress(body), "gzip"
+        return web.Response(body=body, headers=headers)
 
     def shutdown(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
             self._server = None
 
 

@@ -24,6 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from pydantic import BaseModel, ConfigDict, Field
 
 from mastwatch.durations import Duration
+from mastwatch.security import AuthConfig, TLSConfig
 
 from .decode import Decoded, SpanRecord, count_spans
 
@@ -40,6 +41,10 @@ class GrpcConfig(BaseModel):
                                           "one that has not completed its HTTP/2 handshake within "
                                           "`handshake_timeout` is too")
     handshake_timeout: Duration = Field(30.0, gt=0)
+    tls: TLSConfig | None = Field(None, description="serve gRPC over TLS (configtls: cert_file, key_file, "
+                                  "client_ca_file, min_version)")
+    auth: AuthConfig | None = Field(None, description="require `authorization: Bearer <token>` (bearertokenauth: "
+                                    "token or filename)")
 
 
 class HttpConfig(BaseModel):
@@ -53,6 +58,10 @@ class HttpConfig(BaseModel):
     max_connections: int = Field(1000, ge=1, description="open connections kept (at most half the open-file limit); "
                                  "past it the oldest idle one is closed for each new one")
     workers: int = Field(4, ge=1, description="threads decoding requests")
+    tls: TLSConfig | None = Field(None, description="serve HTTPS (configtls: cert_file, key_file, client_ca_file, "
+                                  "min_version)")
+    auth: AuthConfig | None = Field(None, description="require `Authorization: Bearer <token>` (bearertokenauth: "
+                                    "token or filename)")
 
 
 class ReceiverConfig(BaseModel):

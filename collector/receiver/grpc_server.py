@@ -13,6 +13,7 @@ from google.rpc import code_pb2, status_pb2
 from google.rpc.error_details_pb2 import RetryInfo
 from grpc_status import rpc_status
 
+from mastwatch.security import BearerCheck
 from mastwatch.threads import name_os_thread
 
 from . import Counters, GrpcConfig, Sink, accept, refused_undecoded
@@ -47,7 +48,7 @@ class GrpcReceiver:
         self.config = config
         self.sink = sink
         self.counters = counters
-        self.refusals = Refusals(counters, log, "gRPC")
+        self.refusals = Refusals(counters, log, "OTLP/gRPC")
         self._backpressure = backpressure_status(retry_after)
         limit = config.max_recv_msg_size_mib * 1024 * 1024
         pool = futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="otlp-grpc",
@@ -62,12 +63,24 @@ class GrpcReceiver:
                                                       response_serializer=lambda m: m.SerializeToString())
         self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
             "opentelemetry.proto.collector.trace.v1.TraceService", {"Export": handler}),))
+        self.auth = BearerCheck(config.auth) if config.auth is not None else None
         try:
-            self.port = self.server.add_insecure_port(config.endpoint)
+            if config.tls is None:
+                self.port = self.server.add_insecure_port(config.endpoint)
+            else:
+                tls = config.tls
+                client_ca = tls.read("client_ca_file") if tls.client_ca_file else None
+                credentials = grpc.ssl_server_credentials([(tls.read("key_file"), tls.read("cert_file"))],
+                                                          root_certificates=client_ca,
+                                                          require_client_auth=client_ca is not None)
+                self.port = self.server.add_secure_port(config.endpoint, credentials)
         except RuntimeError as e:
             raise OSError(f"cannot listen for OTLP/gRPC on {config.endpoint}: {e}") from None
 
     def _export(self, body: bytes, context: grpc.ServicerContext):
+        if self.auth is not None and not self.auth.allows(_authorization(context)):
+            self.refusals.refuse("unauthenticated", "no valid bearer token", context.peer())
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "send authorization: Bearer <token>")
         if refused_undecoded(body, self.sink, self.counters, "grpc"):
             self._refuse(context)
         try:
@@ -89,3 +102,10 @@ class GrpcReceiver:
 
     def stop(self, grace: float = 5.0) -> None:
         self.server.stop(grace).wait()
+
+
+def _authorization(context: grpc.ServicerContext) -> str | None:
+    for key, value in context.invocation_metadata():
+        if key == "authorization":
+            return value if isinstance(value, str) else None
+    return None

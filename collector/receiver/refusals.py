@@ -11,12 +11,12 @@ from . import Counters
 
 
 class Refusals:
-    def __init__(self, counters: Counters, log: logging.Logger, protocol: str) -> None:
-        self.counters, self.protocol = counters, protocol
+    def __init__(self, counters: Counters, log: logging.Logger, what: str) -> None:
+        self.counters, self.what = counters, what  # what was asked: OTLP/HTTP, OTLP/gRPC, /metrics
         self._log = ThrottledLog(log)
 
     def refuse(self, reason: str, detail: str, peer: str | None = None) -> None:
         """Count a refused request (`mastwatch_requests_rejected_total{reason}`) and log it (throttled)."""
         self.counters.request_rejected(reason)
-        self._log.warning(reason, f"OTLP/{self.protocol} request refused ({reason})"
+        self._log.warning(reason, f"{self.what} request refused ({reason})"
                                   f"{f' from {peer}' if peer else ''}: {detail}")
