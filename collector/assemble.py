@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .steps import LLM, TOOL, Step, ended_by
+from .steps import AGENT, LLM, TOOL, Step, ended_by
 
 COMPLETE: Final = "complete"
 MAX_SPANS: Final = "max_spans"
@@ -43,8 +43,8 @@ class Trace:
         self.steps: list[Step] = []
         self.llm_steps: list[Step] = []  # in end order
         self.root: Step | None = None
-        self.in_order = True  # model and tool calls arrived in start-time order (agent spans end, so come, last)
-        self._last_start = 0
+        self.in_order = True  # model, tool and agent steps arrived in `order_key` order
+        self._last_key: tuple[int, int, bytes] | None = None
         self.tool_calls = 0
         self.started_ns = 0  # earliest start and latest end of any step
         self.ended_ns = 0
@@ -62,30 +62,54 @@ class Trace:
             self.ended_ns = step.end_ns
         steps.append(step)
         kind = step.kind
-        if kind is LLM or kind is TOOL:
-            if step.start_ns < self._last_start:
+        if kind is LLM or kind is TOOL or kind is AGENT:
+            key = order_key(step)
+            last = self._last_key
+            if last is not None and key < last:
                 self.in_order = False
-            self._last_start = step.start_ns
+            self._last_key = key
             if kind is TOOL:
                 self.tool_calls += 1
         if kind is LLM:
-            if self.llm_steps and step.end_ns < self.llm_steps[-1].end_ns:
-                self.llm_steps.insert(ended_by(self.llm_steps, step.end_ns), step)
+            llm_steps = self.llm_steps
+            if llm_steps and _end_key(step) < _end_key(llm_steps[-1]):
+                i = ended_by(llm_steps, step.end_ns - 1)  # the first that ended at or after it
+                while i < len(llm_steps) and _end_key(llm_steps[i]) < _end_key(step):
+                    i += 1
+                llm_steps.insert(i, step)
             else:
-                self.llm_steps.append(step)
+                llm_steps.append(step)
         if step.is_root:
             self.root = step
         self.last_seen = now
 
     def agent(self) -> str | None:
-        """The run's agent as far as known: the root span's, else the first step naming one."""
+        """The run's agent as far as known: the root span's, else that of the first step (in `order_key` order)
+        naming one, whatever order they came in."""
         root = self.root
         if root is not None and root.agent:
             return root.agent
-        return next((s.agent for s in self.steps if s.agent), None)
+        named = [s for s in self.steps if s.agent]
+        return min(named, key=order_key).agent if named else None
+
+    def first(self) -> Step:
+        """The root, else the first step in `order_key` order."""
+        return self.root if self.root is not None else min(self.steps, key=order_key)
 
     def ordered_steps(self) -> list[Step]:
-        return self.steps if self.in_order else sorted(self.steps, key=lambda s: (s.start_ns, s.end_ns))
+        return self.steps if self.in_order else sorted(self.steps, key=order_key)
+
+
+def order_key(step: Step) -> tuple[int, int, bytes]:
+    """The order detectors see a trace's steps in, whatever order they arrived in: model and tool calls by start
+    (they arrive as they end, which for one agent's calls is the same), an agent span by its end (it ends after
+    the calls it made, and arrives after them); ties by end, then span id."""
+    return (step.end_ns if step.kind is AGENT else step.start_ns, step.end_ns, step.span_id)
+
+
+def _end_key(step: Step) -> tuple[int, int, bytes]:
+    """The order of `Trace.llm_steps`: by end, ties by start, then span id (never by arrival)."""
+    return (step.end_ns, step.start_ns, step.span_id)
 
 
 @dataclass

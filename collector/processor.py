@@ -102,6 +102,7 @@ class Processor:
         self.judge = judge
         self.exporters = list(exporters)
         self.telemetry = telemetry = telemetry or NullTelemetry()
+        self._deferred: dict[Trace, None] = {}  # live findings waiting for the root or decision_wait
         self._unreadable = ThrottledLog(log)
         load_prices()
         self.engine = ClassifierEngine(config.detectors, on_detector_error=telemetry.detector_failed,
@@ -213,13 +214,36 @@ class Processor:
         open_traces = [trace for trace in touched if not trace.completed]  # (one completed: its verdict had it all)
         engine.prepare(open_traces)  # the detectors of its new traces, made in one pass
         changed_traces = [trace for trace in open_traces if engine.catch_up(trace)]
-        if changed_traces:
-            self._publish_live(changed_traces)
+        ready = self._ready(changed_traces, now) if changed_traces else changed_traces
+        if ready:
+            self._publish_live(ready)
         self.telemetry.spans_processed(len(spans))
 
     def tick(self, now: float | None = None) -> None:
-        self.assembler.tick(time.monotonic() if now is None else now)
+        now = time.monotonic() if now is None else now
+        if self._deferred:
+            waiting, self._deferred = list(self._deferred), {}
+            ready = self._ready([t for t in waiting if not t.completed], now)
+            if ready:
+                self._publish_live(ready)
+        self.assembler.tick(now)
         self._report_state()
+
+    def _ready(self, traces: list[Trace], now: float) -> list[Trace]:
+        """The traces whose live findings can be published now; the others wait (in `_deferred`). Published live
+        only while the steps came in the order the final verdict reads them (else only the verdict counts), and
+        once the root (which names the agent) arrived or `decision_wait` passed: the labels and the modes counted
+        then do not depend on the order spans arrive in."""
+        wait = self.config.decision_wait
+        ready = []
+        for trace in traces:
+            if not trace.in_order:
+                continue
+            if trace.root is not None or now - trace.first_seen >= wait:
+                ready.append(trace)
+            else:
+                self._deferred[trace] = None
+        return ready
 
     def drain(self, reason: str = SHUTDOWN) -> None:
         self.assembler.drain(reason)
@@ -237,8 +261,7 @@ class Processor:
     def _labels(self, trace: Trace) -> Published:
         """The trace's service and agent, fixed when first published so all its series agree."""
         if trace.emitted is None:
-            root = trace.root
-            service = root.service if root is not None else trace.steps[0].service
+            service = trace.first().service
             trace.emitted = Published(service, trace.agent() or service)
         return trace.emitted
 
