@@ -18,7 +18,7 @@ from grafanalib._gen import DashboardEncoder
 
 from mastwatch.config import Config
 
-from .panels import CLICKHOUSE, PROMETHEUS
+from .panels import CLICKHOUSE, PROMETHEUS, PROVISIONED
 
 HERE = Path(__file__).parent
 
@@ -43,9 +43,10 @@ def dashboards(config: Config) -> dict[str, dict[str, Any]]:
 def datasources(config: Config) -> dict[str, Any]:
     d = config.dashboards
     return {"apiVersion": 1, "datasources": [
-        {"name": "mastwatch Prometheus", "type": PROMETHEUS["type"], "uid": PROMETHEUS["uid"], "access": "proxy",
+        {"name": "mastwatch Prometheus", "type": PROMETHEUS["type"], "uid": PROVISIONED[PROMETHEUS["type"]],
+         "access": "proxy",
          "url": d.prometheus_url, "jsonData": {"timeInterval": "15s", "httpMethod": "POST"}, "editable": False},
-        {"name": "mastwatch ClickHouse", "type": CLICKHOUSE["type"], "uid": CLICKHOUSE["uid"],
+        {"name": "mastwatch ClickHouse", "type": CLICKHOUSE["type"], "uid": PROVISIONED[CLICKHOUSE["type"]],
          "jsonData": {"host": d.clickhouse_host, "port": d.clickhouse_port, "protocol": d.clickhouse_protocol,
                       "username": d.clickhouse_username, "defaultDatabase": config.exporters.store.database},
          "secureJsonData": {"password": "$MASTWATCH_CLICKHOUSE_PASSWORD"}, "editable": False},

@@ -23,8 +23,6 @@ def _quantile(q: float) -> str:
 
 
 def build(config: Config) -> Dashboard:
-    queue = config.processor.queue_spans
-    queue_mib = config.processor.queue_mib
     grid = Grid().row("Now")
     grid.add(stat("Ingest", "Spans received per second (gRPC and HTTP).",
                   [prom(_rate("mastwatch_spans_received_total"), instant=True)], SPANS_PER_S, decimals=1), 4, 4)
@@ -35,10 +33,13 @@ def build(config: Config) -> Dashboard:
                   "beyond it the oldest is evicted).", [prom(f"sum(mastwatch_traces_in_flight{{{SEL}}})",
                                                              instant=True)], "short",
                   (("green", None), ("orange", 0.8 * config.processor.max_traces)), decimals=0), 4, 4)
-    grid.add(stat("Queue", f"Spans waiting to be processed, of processor.queue_spans ({queue}), and their requests' "
-                  f"bytes, of processor.queue_mib ({queue_mib} MiB); either full means backpressure.",
-                  [prom(f"max(mastwatch_queue_spans{{{SEL}}}) / {queue}", "spans", instant=True),
-                   prom(f"max(mastwatch_queue_bytes{{{SEL}}}) / {queue_mib << 20}", "bytes", ref="B", instant=True)],
+    grid.add(stat("Queue", "Spans waiting to be processed, of processor.queue_spans, and their requests' bytes, of "
+                  "processor.queue_mib (each instance's own, mastwatch_queue_capacity); either full means "
+                  "backpressure.",
+                  [prom(f"max(mastwatch_queue_spans{{{SEL}}} / on (instance) "
+                        f"mastwatch_queue_capacity{{{SEL}, unit=\"spans\"}})", "spans", instant=True),
+                   prom(f"max(mastwatch_queue_bytes{{{SEL}}} / on (instance) "
+                        f"mastwatch_queue_capacity{{{SEL}, unit=\"bytes\"}})", "bytes", ref="B", instant=True)],
                   "percentunit", (("green", None), ("orange", 0.5), ("red", 0.9)), decimals=1), 4, 4)
     grid.add(stat("Classification p99", "99th percentile of the time to classify a completed trace and hand it to "
                   "the exporters.", [prom(_quantile(0.99), instant=True)], "s",
@@ -57,7 +58,7 @@ def build(config: Config) -> Dashboard:
                         "(malformed, too_large), per second.",
                         [prom(_rate("mastwatch_spans_rejected_total", "reason"), "spans: {{reason}}"),
                          prom(_rate("mastwatch_requests_rejected_total", "reason"), "requests: {{reason}}", ref="B")],
-                        "reqps", thresholds=(("green", None), ("red", 0.001)), threshold_style="dashed"), 12, 8)
+                        "suffix: /s", thresholds=(("green", None), ("red", 0.001)), threshold_style="dashed"), 12, 8)
     grid.row("Traces")
     grid.add(timeseries("Traces in flight and spans buffered", "Traces being assembled (left) and the spans they "
                         f"hold (right; processor.max_buffered_spans: {config.processor.max_buffered_spans}).",
@@ -73,17 +74,21 @@ def build(config: Config) -> Dashboard:
                         "max_buffered_spans spans were in flight, "
                         "and spans that arrived after their trace was classified (dropped; raise decision_wait).",
                         [prom(_rate("mastwatch_traces_evicted_total"), "traces evicted"),
-                         prom(_rate("mastwatch_late_spans_total"), "late spans", ref="B")], "reqps",
+                         prom(_rate("mastwatch_late_spans_total"), "late spans", ref="B")], "suffix: /s",
                         thresholds=(("green", None), ("red", 0.001)), threshold_style="dashed"), 12, 8)
-    grid.add(timeseries("Processing queue", f"Spans accepted and waiting (left) and their requests' bytes (right); at "
-                        f"processor.queue_spans ({queue}) or processor.queue_mib ({queue_mib} MiB) the receivers "
-                        "push back.",
+    grid.add(timeseries("Processing queue", "Spans accepted and waiting (left) and their requests' bytes "
+                        "(right), with each instance's capacity (processor.queue_spans, processor.queue_mib): at "
+                        "capacity the receivers push back.",
                         [prom(f"max by (instance) (mastwatch_queue_spans{{{SEL}}})", "{{instance}} spans"),
-                         prom(f"max by (instance) (mastwatch_queue_bytes{{{SEL}}})", "{{instance}} bytes", ref="B")],
+                         prom(f"max by (instance) (mastwatch_queue_bytes{{{SEL}}})", "{{instance}} bytes", ref="B"),
+                         prom(f"max by (instance, unit) (mastwatch_queue_capacity{{{SEL}}})",
+                              "{{instance}} capacity {{unit}}", ref="C")],
                         "short",
-                        thresholds=(("green", None), ("orange", 0.5 * queue), ("red", queue)),
-                        threshold_style="dashed",
-                        overrides=[regex_override(".* bytes$", unit="bytes", custom__axisPlacement="right")]), 12, 8)
+                        overrides=[regex_override(".* bytes$", unit="bytes", custom__axisPlacement="right"),
+                                   regex_override(".* capacity .*", custom__lineStyle={"fill": "dash",
+                                                                                       "dash": [10, 10]}),
+                                   regex_override(".* capacity bytes$", unit="bytes",
+                                                  custom__axisPlacement="right")]), 12, 8)
     grid.row("Classification and store")
     grid.add(timeseries("Classification latency", "Time to classify a completed trace and hand it to the exporters.",
                         [prom(_quantile(0.5), "p50"), prom(_quantile(0.9), "p90", ref="B"),
@@ -100,7 +105,7 @@ def build(config: Config) -> Dashboard:
                               "detector error {{failure_mode}}"),
                          prom(_rate("mastwatch_unpriced_llm_calls_total", "model"), "unpriced {{model}}", ref="B"),
                          prom(_rate("mastwatch_label_overflow_total", "label"), "overflow {{label}}", ref="C")],
-                        "reqps"), 24, 8)
+                        "suffix: /s"), 24, 8)
     return make_dashboard("mastwatch / Health", UID, "The mastwatch pipeline itself.", grid,
                           [variable("instance", "Instance", "label_values(mastwatch_spans_processed_total, instance)")],
                           time_from="now-3h")

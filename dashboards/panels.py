@@ -1,6 +1,8 @@
-"""grafanalib building blocks with the defaults every mastwatch panel shares: fixed data source uids (the
-provisioning files use the same), current Grafana JSON (fieldConfig, reduceOptions, thresholds steps),
-table legends, units, and a grid that places panels left to right without overlaps."""
+"""grafanalib building blocks with the defaults every mastwatch panel shares: data sources chosen with each
+dashboard's `$datasource` (Prometheus) and `$clickhouse` variables, so the dashboards drop into an existing Grafana
+(the provisioning files add two data sources whose uids the variables default to), current Grafana JSON
+(fieldConfig, reduceOptions, thresholds steps), table legends, units, and a grid that places panels left to right
+without overlaps."""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ from grafanalib import core as g
 from mastwatch.exporter.store.queries import Dialect, Query
 
 SCHEMA_VERSION = 39  # Grafana 11; Grafana migrates older and accepts up to its own version
-PROMETHEUS = {"type": "prometheus", "uid": "mastwatch-prometheus"}
-CLICKHOUSE = {"type": "grafana-clickhouse-datasource", "uid": "mastwatch-clickhouse"}
+PROMETHEUS = {"type": "prometheus", "uid": "${datasource}"}
+CLICKHOUSE = {"type": "grafana-clickhouse-datasource", "uid": "${clickhouse}"}
+PROVISIONED = {"prometheus": "mastwatch-prometheus", "grafana-clickhouse-datasource": "mastwatch-clickhouse"}
 TAG = "mastwatch"
 
 Steps = Sequence[tuple[str, float | None]]
@@ -175,11 +178,38 @@ def variable(name: str, label: str, query: str, *, multi: bool = True, include_a
                       sort=g.SORT_ALPHA_ASC)
 
 
+@attr.s
+class DatasourceVariable:
+    """A data source picker: `plugin` is the data source type; the provisioned one is the default."""
+
+    name: str = attr.ib()
+    label: str = attr.ib()
+    plugin: str = attr.ib()
+
+    def to_json_data(self) -> dict[str, Any]:
+        uid = PROVISIONED[self.plugin]
+        return {"name": self.name, "label": self.label, "type": "datasource", "query": self.plugin, "hide": 0,
+                "refresh": 1, "regex": "", "multi": False, "includeAll": False, "options": [],
+                "current": {"selected": False, "text": uid, "value": uid}}
+
+
+DATASOURCES = (DatasourceVariable("datasource", "Prometheus", PROMETHEUS["type"]),
+               DatasourceVariable("clickhouse", "ClickHouse", CLICKHOUSE["type"]))
+
+
+def json_type(panel: Any) -> str | None:
+    """The data source type a panel queries (rows query none)."""
+    source = getattr(panel, "dataSource", None)
+    return source.get("type") if isinstance(source, dict) else None
+
+
 def dashboard(title: str, uid: str, description: str, grid: Grid, variables: Sequence[g.Template] = (),
               time_from: str = "now-6h") -> g.Dashboard:
+    uses = {json_type(p) for p in grid.panels}
+    pickers = [v for v in DATASOURCES if v.plugin in uses or (v.plugin == PROMETHEUS["type"] and variables)]
     return g.Dashboard(
         title=title, uid=uid, description=description, tags=[TAG], panels=grid.panels,
-        templating=g.Templating(list=list(variables)), schemaVersion=SCHEMA_VERSION, timezone="browser",
+        templating=g.Templating(list=[*pickers, *variables]), schemaVersion=SCHEMA_VERSION, timezone="browser",
         graphTooltip=g.GRAPH_TOOLTIP_MODE_SHARED_CROSSHAIR, refresh="30s", time=g.Time(time_from, "now"),
         links=[g.DashboardLink(title="mastwatch", tags=[TAG], asDropdown=True, includeVars=False, keepTime=True)],
     ).auto_panel_ids()

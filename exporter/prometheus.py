@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import gzip
 import logging
+import platform
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, PlatformCollector, ProcessCollector
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 from pydantic import BaseModel, ConfigDict, Field
 
+from mastwatch import __version__
 from mastwatch.collector.classify.modes import MODES
 from mastwatch.collector.judge.stage import Judgement
 from mastwatch.collector.receiver.refusals import Refusals
@@ -65,6 +67,13 @@ class SelfMetrics:
         self.queued = Gauge("mastwatch_queue_spans", "Spans accepted and waiting to be processed", registry=r)
         self.queued_bytes = Gauge("mastwatch_queue_bytes", "Bytes of the requests accepted and waiting to be "
                                   "processed", registry=r)
+        self.queue_capacity = Gauge("mastwatch_queue_capacity", "What the processing queue holds at most before "
+                                    "it pushes back: spans (processor.queue_spans) and bytes (processor.queue_mib)",
+                                    ["unit"], registry=r)
+        build = Info("mastwatch_build", "The running mastwatch", registry=r)
+        build.info({"version": __version__, "python": platform.python_version()})
+        ProcessCollector(registry=r)  # process_cpu_seconds_total, process_resident_memory_bytes, open fds...
+        PlatformCollector(registry=r)
         self.latency = LatencyHistogram("mastwatch_classification_latency_seconds", "Time to classify a "
                                         "completed trace and hand it to the exporters (with the others completed "
                                         "at the same time, up to 256)",

@@ -30,6 +30,8 @@ class Service:
         self.config = config
         self.prometheus = PrometheusExporter(config.exporters.prometheus)
         telemetry = self.prometheus.self_metrics
+        telemetry.queue_capacity.labels("spans").set(config.processor.queue_spans)
+        telemetry.queue_capacity.labels("bytes").set(config.processor.queue_mib << 20)
         self.store = StoreExporter(config.exporters.store, telemetry) if config.exporters.store.enabled else None
         exporters = [self.prometheus] + ([self.store] if self.store else [])
         self.judge = None

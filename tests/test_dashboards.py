@@ -13,7 +13,7 @@ import yaml
 from mastwatch.config import load
 from mastwatch.dashboards.generate import dashboards
 from mastwatch.dashboards.macros import ALL, TimeRange, Variable, expand_promql, expand_sql
-from mastwatch.dashboards.panels import CLICKHOUSE, PROMETHEUS
+from mastwatch.dashboards.panels import PROVISIONED
 
 MASTWATCH = [sys.executable, "-m", "mastwatch.cli"]
 UIDS = {"mastwatch-failure-modes", "mastwatch-repeated-spend", "mastwatch-agent", "mastwatch-health"}
@@ -40,8 +40,7 @@ def _panels(board: dict) -> list[dict]:
 def test_every_dashboard_is_written_with_its_provisioning(generated: Path) -> None:
     assert set(_boards(generated)) == UIDS
     sources = yaml.safe_load((generated / "provisioning/datasources/mastwatch.yaml").read_text())
-    assert {(d["type"], d["uid"]) for d in sources["datasources"]} == {
-        (PROMETHEUS["type"], PROMETHEUS["uid"]), (CLICKHOUSE["type"], CLICKHOUSE["uid"])}
+    assert {(d["type"], d["uid"]) for d in sources["datasources"]} == set(PROVISIONED.items())
     provider = yaml.safe_load((generated / "provisioning/dashboards/mastwatch.yaml").read_text())
     assert provider["apiVersion"] == 1 and provider["providers"][0]["type"] == "file"
     assert provider["providers"][0]["options"]["path"] == "/var/lib/grafana/dashboards/mastwatch"
@@ -62,17 +61,25 @@ def test_panel_ids_are_unique_and_the_grid_has_no_overlaps(generated: Path) -> N
 
 
 def test_schema_datasources_and_panel_settings(generated: Path) -> None:
+    """Every panel and query variable reads the data source its dashboard's picker chose (`$datasource`,
+    `$clickhouse`), whose default is the provisioned one: the dashboards drop into any Grafana."""
     provisioned = {(d["type"], d["uid"]) for d in
                    yaml.safe_load((generated / "provisioning/datasources/mastwatch.yaml").read_text())["datasources"]}
     for uid, board in _boards(generated).items():
         assert 36 <= board["schemaVersion"] <= 41 and board["uid"] == uid  # Grafana 10.x to 12.x
         assert board["title"].startswith("mastwatch / ") and "mastwatch" in board["tags"]
+        pickers = {v["name"]: v for v in board["templating"]["list"] if v["type"] == "datasource"}
+        chosen = {f"${{{name}}}": (v["query"], v["current"]["value"]) for name, v in pickers.items()}
+        assert set(chosen.values()) <= provisioned
         for var in board["templating"]["list"]:
-            assert (var["datasource"]["type"], var["datasource"]["uid"]) in provisioned
+            if var["type"] != "datasource":
+                assert var["datasource"]["uid"] in chosen and var["datasource"]["type"] == \
+                    chosen[var["datasource"]["uid"]][0]
         for p in _panels(board):
             where = f"{uid}: {p['title']}"
             assert p["description"], where
-            assert (p["datasource"]["type"], p["datasource"]["uid"]) in provisioned, where
+            assert p["datasource"]["uid"] in chosen and p["datasource"]["type"] == \
+                chosen[p["datasource"]["uid"]][0], where
             assert p["targets"] and all(t["datasource"] == p["datasource"] for t in p["targets"]), where
             assert len({t["refId"] for t in p["targets"]}) == len(p["targets"]), where
             if p["type"] in ("timeseries", "stat", "bargauge"):
@@ -106,7 +113,9 @@ def test_thresholds_and_budgets_come_from_the_configuration() -> None:
     fm33 = next(p for p in boards["mastwatch-failure-modes"]["panels"] if p["title"].startswith("FM-3.3"))
     assert fm33["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 0.12
     queue = next(p for p in boards["mastwatch-health"]["panels"] if p["title"] == "Processing queue")
-    assert queue["fieldConfig"]["defaults"]["thresholds"]["steps"][-1]["value"] == 5000
+    # the queue's capacity is each instance's own, read from its metrics, not baked into the dashboard
+    assert any("mastwatch_queue_capacity" in t["expr"] for t in queue["targets"])
+    assert not any("5000" in t["expr"] for p in boards["mastwatch-health"]["panels"] for t in p.get("targets", []))
 
 
 def test_bad_settings_are_clear_errors(tmp_path: Path) -> None:
