@@ -28,6 +28,7 @@ import json
 import math
 import os
 import random
+import shutil
 import struct
 import sys
 import time
@@ -1238,3 +1239,64 @@ def _timing() -> None:
 
 if __name__ == "__main__":
     _timing()
+
+
+def test_the_protobuf_runtime_decoder_can_be_forced() -> None:
+    """MASTWATCH_DECODER=protobuf: the protobuf runtime's path even where the C decoder is built (to compare, or to
+    step around a decoder bug without a rebuild)."""
+    import subprocess
+    import sys
+
+    probe = "from mastwatch.collector.receiver import decode as d; print(d._decode_c is None, d._count_c is None)"
+    forced = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                            env={**__import__("os").environ, "MASTWATCH_DECODER": "protobuf"})
+    assert forced.stdout.split() == ["True", "True"], forced.stderr
+    default = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert default.stdout.split() == ["False", "False"], default.stderr
+
+
+# The OTLP trace schema the C decoder was written against (opentelemetry-proto, pinned in pyproject.toml): every
+# message it walks, with its field numbers. A release that adds a field fails here, so that the decoder is reviewed
+# for it (and decode_python's reading of it) before the pin moves.
+REVIEWED_SCHEMA = {
+    "opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest": {1},
+    "opentelemetry.proto.trace.v1.ResourceSpans": {1, 2, 3},
+    "opentelemetry.proto.resource.v1.Resource": {1, 2, 3},
+    "opentelemetry.proto.common.v1.KeyValue": {1, 2, 3},
+    "opentelemetry.proto.common.v1.AnyValue": {1, 2, 3, 4, 5, 6, 7, 8},
+    "opentelemetry.proto.common.v1.ArrayValue": {1},
+    "opentelemetry.proto.common.v1.KeyValueList": {1},
+    "opentelemetry.proto.common.v1.EntityRef": {1, 2, 3, 4},
+    "opentelemetry.proto.trace.v1.ScopeSpans": {1, 2, 3},
+    "opentelemetry.proto.common.v1.InstrumentationScope": {1, 2, 3, 4},
+    "opentelemetry.proto.trace.v1.Span": set(range(1, 17)),
+    "opentelemetry.proto.trace.v1.Span.Event": {1, 2, 3, 4},
+    "opentelemetry.proto.trace.v1.Span.Link": {1, 2, 3, 4, 5, 6},
+    "opentelemetry.proto.trace.v1.Status": {2, 3},
+}
+
+
+def test_the_schema_has_no_field_the_decoder_was_not_reviewed_for() -> None:
+    schema: dict[str, set[int]] = {}
+
+    def walk(descriptor) -> None:
+        if descriptor.full_name in schema:
+            return
+        schema[descriptor.full_name] = {f.number for f in descriptor.fields}
+        for f in descriptor.fields:
+            if f.message_type is not None:
+                walk(f.message_type)
+
+    walk(ExportTraceServiceRequest.DESCRIPTOR)
+    assert schema == REVIEWED_SCHEMA, "opentelemetry-proto changed the trace schema: review _otlpdecode.c"
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler for the sanitized build")
+def test_fuzz_under_address_and_undefined_behaviour_sanitizers() -> None:
+    """The fuzz against a build of the decoder with ASan and UBSan (tests/fuzz_sanitized.py; longer on demand:
+    `python tests/fuzz_sanitized.py 1000000`)."""
+    from tests.fuzz_sanitized import run
+
+    result = run(int(os.environ.get("MASTWATCH_SANITIZED_ITERATIONS", "2000")), FUZZ_SEED)
+    assert result.returncode == 0, result.stderr[-5000:]
+    assert "no sanitizer report" in result.stdout

@@ -731,6 +731,14 @@ hex_str(cptr s, Py_ssize_t n)
     return r;
 }
 
+/* CPython 3.12.0 to 3.12.5 never free an interned str (interning immortalised it): keys a client makes up would
+ * stay for good. There the keys are not interned; compiled code then compares them by value, a little slower. */
+#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030C06F0
+#define INTERN_KEYS 0
+#else
+#define INTERN_KEYS 1
+#endif
+
 /* Attribute keys, span names and short string values (operation, model, provider, agent and tool names) repeat
  * from span to span: each distinct one is made into a str once and shared after, from a small direct-mapped
  * table keyed by a hash of its bytes (a colliding one takes the slot over). Keys are interned, so they are the
@@ -834,7 +842,7 @@ parse_kv(Dec *d, KV *kv, cptr p, cptr end, int may_leave_out)
                 Py_CLEAR(kv->keyobj);
             }
             else {
-                PyObject *k = shared_text(shared_keys, 1, p, n, &kv->marks);
+                PyObject *k = shared_text(shared_keys, INTERN_KEYS, p, n, &kv->marks);
                 if (!k) {
                     utf8_error();
                     goto error;

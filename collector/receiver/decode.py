@@ -23,6 +23,7 @@ framing, UTF-8, nesting), so nothing is made of them and the same requests are r
 
 from __future__ import annotations
 
+import os
 from typing import Any, NamedTuple
 
 from google.protobuf.message import DecodeError
@@ -159,11 +160,15 @@ def count_spans_python(data: bytes) -> int:
                for scope_spans in resource_spans.scope_spans)
 
 
+DECODER_VARIABLE = "MASTWATCH_DECODER"  # `protobuf`: decode with the protobuf runtime even where the C decoder is built
+
 try:
+    if os.environ.get(DECODER_VARIABLE, "").strip().lower() == "protobuf":
+        raise ImportError(f"{DECODER_VARIABLE}=protobuf")
     from ._otlpdecode import configure as _configure_c
     from ._otlpdecode import count_spans as _count_c
     from ._otlpdecode import decode_request as _decode_c
-except ImportError:  # not built: the protobuf runtime's path
+except ImportError:  # not built, or not wanted: the protobuf runtime's path
     _decode_c = _count_c = None
 else:
     _configure_c(UNREAD_KEYS, UNREAD_PREFIXES, PREVIEW_CHARS, KEY_MARKS)  # once: matched and marked on the wire
