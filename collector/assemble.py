@@ -188,6 +188,11 @@ class TraceAssembler:
             return trace
         raise LookupError("no trace is buffered")
 
+    def remember(self, trace_ids: list[bytes]) -> None:
+        """Trace ids completed before (by a previous process): their spans are late, not a new trace."""
+        for trace_id in trace_ids[-self._closed_max:] if self._closed_max else ():
+            self._closed[trace_id] = None
+
     def _complete(self, trace: Trace, reason: str) -> None:
         trace.completed = True
         del self.traces[trace.trace_id]

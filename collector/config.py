@@ -74,6 +74,8 @@ class ProcessorConfig(BaseModel):
     max_buffered_spans: int = Field(1_000_000, ge=1, description="spans held by the traces in flight; the oldest "
                                     "traces are classified early to stay within it")
     late_span_memory: int = Field(200_000, ge=0, description="completed trace ids remembered")
+    late_span_memory_path: str | None = Field(None, description="a file keeping those ids across restarts (default: "
+                                              "`classified-traces` in the store's directory; none without a store)")
     queue_spans: int = Field(200_000, ge=1, description="spans accepted but not yet processed")
     queue_mib: int = Field(256, ge=1, description="bytes of the requests accepted but not yet processed (content "
                            "captured makes spans large)")

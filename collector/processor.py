@@ -19,6 +19,7 @@ from mastwatch.threads import name_os_thread
 from mastwatch.throttled_log import ThrottledLog
 
 from .assemble import SHUTDOWN, Trace, TraceAssembler
+from .classified import ClassifiedTraces
 from .classify.engine import NO_FINDINGS, ClassifierEngine
 from .classify.modes import MODES, FailureMode
 from .config import ProcessorConfig
@@ -112,6 +113,10 @@ class Processor:
             max_spans=config.max_spans_per_trace, max_traces=config.max_traces,
             max_buffered_spans=config.max_buffered_spans,
             late_span_memory=config.late_span_memory, on_complete=self._complete)
+        self.classified: ClassifiedTraces | None = None
+        if config.late_span_memory_path and config.late_span_memory:
+            self.classified = ClassifiedTraces(config.late_span_memory_path, config.late_span_memory)
+            self.assembler.remember(self.classified.load())  # the previous process's: their spans are late
         self._queue: queue.SimpleQueue[tuple[list[SpanRecord], int] | None] = queue.SimpleQueue()
         self._queued_spans = 0
         self._queued_bytes = 0
@@ -162,6 +167,8 @@ class Processor:
             self.judge.shutdown()
         for exporter in self.exporters:
             exporter.shutdown()
+        if self.classified is not None:
+            self.classified.close()
 
     def _run(self) -> None:
         name_os_thread()
@@ -324,6 +331,8 @@ class Processor:
             except Exception:  # one failing exporter costs the others (and the processor's thread) nothing
                 log.exception("exporter %s failed on %d verdicts; they are lost to it", type(exporter).__name__,
                               len(verdicts))
+        if self.classified is not None:  # after the store queued their rows
+            self.classified.add([trace.trace_id for trace, _ in completed])
         judge = self.judge
         for i, (trace, _) in enumerate(completed):
             if judge is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import threading
 
 from mastwatch.collector.judge.stage import Judge
@@ -38,7 +39,11 @@ class Service:
         if config.judge.enabled:
             judge_metrics = JudgeMetrics(self.prometheus)
             self.judge = Judge(config.judge, [judge_metrics] + ([self.store] if self.store else []), judge_metrics)
-        self.processor = Processor(config.processor, exporters, telemetry, self.judge)
+        processor = config.processor
+        if processor.late_span_memory_path is None and self.store is not None:
+            processor = processor.model_copy(update={"late_span_memory_path": os.path.join(
+                config.exporters.store.path, "classified-traces")})
+        self.processor = Processor(processor, exporters, telemetry, self.judge)
         r = config.receiver
         self.grpc = self.http = None
         try:

@@ -278,3 +278,32 @@ def test_a_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert f"cannot listen for OTLP/HTTP on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_spans_of_a_trace_classified_before_a_restart_are_late_after_it(tmp_path: Path) -> None:
+    """SIGTERM with a trace half sent: the trace is classified at shutdown; the rest of its spans reach the
+    restarted process, which knows the trace (classified-traces in the store's directory): late spans, one row."""
+    grpc_port, http_port, metrics_port = _free_port(), _free_port(), _free_port()
+    store = tmp_path / "store"
+    command = [*MASTWATCH, "serve", "--grpc-endpoint", f"127.0.0.1:{grpc_port}", "--http-endpoint",
+               f"127.0.0.1:{http_port}", "--metrics-endpoint", f"127.0.0.1:{metrics_port}", "--store-path",
+               str(store), "--set", "processor.decision_wait=10m"]
+    metrics = f"http://127.0.0.1:{metrics_port}/metrics"
+    url = f"http://127.0.0.1:{http_port}/v1/traces"
+    for half in (0, 1):
+        proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        try:
+            _wait_http(metrics)
+            assert post(url, request_of(3, trace=77, root=False).SerializeToString())[0] == 200
+            expected = "mastwatch_spans_buffered 3.0" if half == 0 else "mastwatch_late_spans_total 3.0"
+            deadline = time.monotonic() + 15
+            while expected not in _wait_http(metrics):
+                assert time.monotonic() < deadline, expected
+                time.sleep(0.1)
+            proc.send_signal(signal.SIGTERM)
+            _, stderr = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+        assert proc.returncode == 0, stderr
+    rows = _query_store(store, "SELECT trace_id, completion FROM mastwatch.mast_traces")
+    assert rows == [{"trace_id": (77).to_bytes(16, "big").hex(), "completion": "shutdown"}]
