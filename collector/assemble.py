@@ -41,6 +41,7 @@ class Trace:
         self.first_seen = first_seen
         self.last_seen = last_seen
         self.steps: list[Step] = []
+        self.span_ids: set[bytes] = set()  # a span sent again (a retried request) is kept once
         self.llm_steps: list[Step] = []  # in end order
         self.root: Step | None = None
         self.in_order = True  # model, tool and agent steps arrived in `order_key` order
@@ -115,6 +116,7 @@ def _end_key(step: Step) -> tuple[int, int, bytes]:
 @dataclass
 class AssemblyStats:
     late_spans: int = 0
+    duplicate_spans: int = 0  # spans of an open trace received again (a client retrying a request it had sent)
 
 
 class TraceAssembler:
@@ -153,6 +155,10 @@ class TraceAssembler:
             if step.trace_id not in self.traces:  # its own trace was the oldest: classified, the span comes late
                 self.stats.late_spans += 1
                 return None
+        if step.span_id in trace.span_ids:
+            self.stats.duplicate_spans += 1
+            return trace
+        trace.span_ids.add(step.span_id)
         trace.add(step, now)
         self.spans_buffered += 1
         if len(trace.steps) >= self.max_spans:

@@ -74,6 +74,11 @@ class ProcessorConfig(BaseModel):
     max_buffered_spans: int = Field(1_000_000, ge=1, description="spans held by the traces in flight; the oldest "
                                     "traces are classified early to stay within it")
     late_span_memory: int = Field(200_000, ge=0, description="completed trace ids remembered")
+    journal: bool = Field(True, description="keep accepted requests on disk until their traces are classified, "
+                          "and replay them at start (with a store)")
+    journal_path: str | None = Field(None, description="the span journal's directory: accepted requests kept until "
+                                     "their traces are classified, replayed at start (default: `journal` in the "
+                                     "store's directory; none without a store)")
     late_span_memory_path: str | None = Field(None, description="a file keeping those ids across restarts (default: "
                                               "`classified-traces` in the store's directory; none without a store)")
     queue_spans: int = Field(200_000, ge=1, description="spans accepted but not yet processed")

@@ -23,6 +23,7 @@ from .classified import ClassifiedTraces
 from .classify.engine import NO_FINDINGS, ClassifierEngine
 from .classify.modes import MODES, FailureMode
 from .config import ProcessorConfig
+from .journal import JSON, PROTOBUF, SpanJournal
 from .normalize import normalize_span
 from .receiver.decode import SpanRecord
 from .spend import Waste, add_tokens, load_prices, price, usd_total
@@ -105,6 +106,7 @@ class Processor:
         self.telemetry = telemetry = telemetry or NullTelemetry()
         self._deferred: dict[Trace, None] = {}  # live findings waiting for the root or decision_wait
         self._unreadable = ThrottledLog(log)
+        self._journal_errors = ThrottledLog(log)
         load_prices()
         self.engine = ClassifierEngine(config.detectors, on_detector_error=telemetry.detector_failed,
                                        tools=config.tools, agents=config.agents)
@@ -113,6 +115,9 @@ class Processor:
             max_spans=config.max_spans_per_trace, max_traces=config.max_traces,
             max_buffered_spans=config.max_buffered_spans,
             late_span_memory=config.late_span_memory, on_complete=self._complete)
+        self.journal: SpanJournal | None = None
+        if config.journal and config.journal_path:
+            self.journal = SpanJournal(config.journal_path, config.max_trace_age + config.decision_wait + 60)
         self.classified: ClassifiedTraces | None = None
         if config.late_span_memory_path and config.late_span_memory:
             self.classified = ClassifiedTraces(config.late_span_memory_path, config.late_span_memory)
@@ -127,18 +132,51 @@ class Processor:
         self._late_reported = 0
 
     # --- receiving side (any thread) ---
-    def submit(self, spans: list[SpanRecord], size: int) -> bool:
+    def submit(self, spans: list[SpanRecord], size: int, payload: bytes | None = None, kind: int = PROTOBUF) -> bool:
         """Queue the spans of one request of `size` bytes (what its decoded spans take grows with it: content
         captured is kept whole until normalised); False when the queue is full, in spans or in bytes (the caller
-        signals backpressure)."""
+        signals backpressure). With a journal, the request (`payload`, of `kind`) is in it when this returns True."""
         n = len(spans)
         with self._queue_lock:
             if not self.admits(n, size):
                 return False
             self._queued_spans += n
             self._queued_bytes += size
+        journal = self.journal
+        if journal is not None and payload is not None:
+            try:
+                journal.append(kind, payload, {s.trace_id for s in spans})
+            except OSError as e:  # a full disk: not acknowledged, so the client keeps the spans and retries
+                with self._queue_lock:
+                    self._queued_spans -= n
+                    self._queued_bytes -= size
+                self._journal_errors.warning("journal", f"cannot journal a request ({e}): refused, to be retried")
+                return False
         self._queue.put((spans, size))
         return True
+
+    def recover(self) -> int:
+        """Replay the journal's requests into assembly (before the receivers start); returns the spans read. Spans
+        of traces the previous process classified are late, as they would be live."""
+        journal = self.journal
+        if journal is None:
+            return 0
+        from .receiver.decode import decode, records
+        from .receiver.otlp_json import parse_request
+
+        spans_read = 0
+        for kind, body, segment in journal.recovered():
+            try:
+                spans = records(parse_request(body)).spans if kind == JSON else decode(body).spans
+            except ValueError as e:
+                log.warning("journal: a request that cannot be decoded again is skipped: %s", e)
+                continue
+            journal.holds(segment, {s.trace_id for s in spans})
+            self.process(spans)
+            spans_read += len(spans)
+        if spans_read:
+            log.info("journal: %d spans of requests accepted before the restart replayed", spans_read)
+        return spans_read
 
     def admits(self, spans: int, size: int) -> bool:
         """Whether the queue has room now for a request of `spans` spans and `size` bytes (without the lock: the
@@ -169,6 +207,8 @@ class Processor:
             exporter.shutdown()
         if self.classified is not None:
             self.classified.close()
+        if self.journal is not None:
+            self.journal.close()
 
     def _run(self) -> None:
         name_os_thread()
@@ -331,8 +371,12 @@ class Processor:
             except Exception:  # one failing exporter costs the others (and the processor's thread) nothing
                 log.exception("exporter %s failed on %d verdicts; they are lost to it", type(exporter).__name__,
                               len(verdicts))
-        if self.classified is not None:  # after the store queued their rows
-            self.classified.add([trace.trace_id for trace, _ in completed])
+        if self.classified is not None or self.journal is not None:  # after the store queued their rows
+            ids = [trace.trace_id for trace, _ in completed]
+            if self.classified is not None:
+                self.classified.add(ids)
+            if self.journal is not None:
+                self.journal.classified(ids)
         judge = self.judge
         for i, (trace, _) in enumerate(completed):
             if judge is not None:

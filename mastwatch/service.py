@@ -40,10 +40,14 @@ class Service:
             judge_metrics = JudgeMetrics(self.prometheus)
             self.judge = Judge(config.judge, [judge_metrics] + ([self.store] if self.store else []), judge_metrics)
         processor = config.processor
-        if processor.late_span_memory_path is None and self.store is not None:
-            processor = processor.model_copy(update={"late_span_memory_path": os.path.join(
-                config.exporters.store.path, "classified-traces")})
+        if self.store is not None:  # what survives a restart lives beside the store's data
+            base = config.exporters.store.path
+            processor = processor.model_copy(update={
+                "late_span_memory_path": processor.late_span_memory_path or os.path.join(base, "classified-traces"),
+                "journal_path": (processor.journal_path or os.path.join(base, "journal")) if processor.journal
+                else None})
         self.processor = Processor(processor, exporters, telemetry, self.judge)
+        self.processor.recover()  # what the previous process had acknowledged and not classified
         r = config.receiver
         self.grpc = self.http = None
         try:

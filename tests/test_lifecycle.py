@@ -14,6 +14,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from mastwatch.demo import BEHAVIOURS, FLEET, SimulatedAgent
 from mastwatch.exporter.store.chdb_engine import ChdbEngine
 from mastwatch.scenarios import scenarios
@@ -307,3 +309,64 @@ def test_spans_of_a_trace_classified_before_a_restart_are_late_after_it(tmp_path
         assert proc.returncode == 0, stderr
     rows = _query_store(store, "SELECT trace_id, completion FROM mastwatch.mast_traces")
     assert rows == [{"trace_id": (77).to_bytes(16, "big").hex(), "completion": "shutdown"}]
+
+
+@pytest.mark.parametrize("journal", [True, False], ids=["journal", "no-journal"])
+def test_killed_under_load_then_restarted_every_acknowledged_trace_is_one_row(tmp_path: Path, journal: bool) -> None:
+    """A sender keeps exporting traces (one request each, retried until acknowledged, as an SDK does); the server
+    is killed with SIGKILL mid-stream and started again on the same directory, then stopped with SIGTERM. Every
+    trace the sender saw acknowledged is exactly one row: the journal replays what the killed process had accepted,
+    the classified-trace memory and span ids keep a retried request from counting twice."""
+    grpc_port, http_port, metrics_port = _free_port(), _free_port(), _free_port()
+    store = tmp_path / "store"
+    command = [*MASTWATCH, "serve", "--grpc-endpoint", f"127.0.0.1:{grpc_port}", "--http-endpoint",
+               f"127.0.0.1:{http_port}", "--metrics-endpoint", f"127.0.0.1:{metrics_port}", "--store-path",
+               str(store), "--set", "processor.decision_wait=300ms", "--set", "processor.tick=50ms", "--set",
+               f"processor.journal={str(journal).lower()}"]
+    metrics = f"http://127.0.0.1:{metrics_port}/metrics"
+    url = f"http://127.0.0.1:{http_port}/v1/traces"
+    traces = list(range(5000, 5400))
+    acknowledged: list[int] = []
+
+    def send(trace: int) -> None:
+        body = request_of(3, trace=trace).SerializeToString()
+        while True:
+            try:
+                if post(url, body)[0] == 200:
+                    acknowledged.append(trace)
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+
+    proc = subprocess.Popen(command, stderr=subprocess.DEVNULL)
+    try:
+        _wait_http(metrics)
+        for trace in traces[:200]:
+            send(trace)
+        proc.send_signal(signal.SIGKILL)  # some traces acknowledged and not yet classified, in flight
+        proc.wait(30)
+        proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        for trace in traces[200:]:
+            send(trace)
+        _wait_http(metrics)
+        deadline = time.monotonic() + 30
+        while "mast_traces_total" not in _wait_http(metrics):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    rows = _query_store(store, "SELECT trace_id, count() AS n FROM mastwatch.mast_traces GROUP BY trace_id")
+    counts = {row["trace_id"]: row["n"] for row in rows}
+    want = {t.to_bytes(16, "big").hex() for t in acknowledged}
+    assert len(want) == len(traces)
+    missing = want - counts.keys()
+    doubled = {t for t, n in counts.items() if n > 1}
+    if not journal:  # what the journal is for: without it, what the killed process had buffered is lost
+        assert missing
+        return
+    assert not missing and not doubled, (len(missing), len(doubled))
+    assert not list((store / "journal").glob("segment-*.log"))  # emptied once every trace was classified

@@ -72,7 +72,8 @@ class ReceiverConfig(BaseModel):
 
 
 class Sink(Protocol):
-    def submit(self, spans: list[SpanRecord], size: int) -> bool: ...  # size: the request's bytes
+    # size: the request's bytes; payload, kind: the request as received, for the journal (kind 0 protobuf, 1 JSON)
+    def submit(self, spans: list[SpanRecord], size: int, payload: bytes | None = None, kind: int = 0) -> bool: ...
     def admits(self, spans: int, size: int) -> bool: ...  # whether submit would take such a request now
 
 
@@ -105,14 +106,15 @@ def refused_undecoded(body: bytes, sink: Sink, counters: Counters, protocol: str
     return True
 
 
-def accept(decoded: Decoded, size: int, sink: Sink, counters: Counters, protocol: str) -> Outcome:
-    """Queue a decoded request's valid spans (`size`: the request's bytes, decompressed); report the invalid ones in
-    partial_success."""
+def accept(decoded: Decoded, body: bytes, sink: Sink, counters: Counters, protocol: str, kind: int = 0) -> Outcome:
+    """Queue a decoded request's valid spans (`body`: the request as received, decompressed; `kind` 0 protobuf, 1
+    OTLP/JSON); report the invalid ones in partial_success."""
+    size = len(body)
     spans, rejected = decoded
     counters.spans_received(protocol, len(spans) + rejected)
     if rejected:
         counters.spans_rejected("invalid_id", rejected)
-    if spans and not sink.submit(spans, size):
+    if spans and not sink.submit(spans, size, body, kind):
         counters.spans_rejected("queue_full", len(spans))
         return Outcome(None, len(spans))
     response = ExportTraceServiceResponse()

@@ -88,7 +88,7 @@ class GrpcReceiver:
         except ValueError as e:
             self.refusals.refuse("malformed", f"malformed ExportTraceServiceRequest: {e}", context.peer())
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {e}")
-        outcome = accept(decoded, len(body), self.sink, self.counters, "grpc")
+        outcome = accept(decoded, body, self.sink, self.counters, "grpc")
         if outcome.response is None:
             self._refuse(context)
         return outcome.response

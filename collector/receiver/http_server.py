@@ -149,7 +149,7 @@ class OtlpHttpServer:
         except ValueError as e:
             return self._refuse(request, "malformed", 400, GRPC_INVALID_ARGUMENT,
                                 f"malformed ExportTraceServiceRequest: {e}", reply_type)
-        outcome = accept(decoded, len(body), self.sink, self.counters, "http")
+        outcome = accept(decoded, body, self.sink, self.counters, "http", 1 if content_type == JSON else 0)
         if outcome.response is None:
             return self._backpressure(reply_type)
         payload = to_json(outcome.response).encode() if reply_type == JSON else outcome.response.SerializeToString()
