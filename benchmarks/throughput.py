@@ -84,7 +84,7 @@ class _DecodeOnly:
     def __init__(self) -> None:
         self.spans = 0
 
-    def submit(self, spans: list, size: int) -> bool:
+    def submit(self, spans: list, size: int, payload: bytes | None = None, kind: int = 0) -> bool:
         self.spans += len(spans)
         return True
 
