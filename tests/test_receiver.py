@@ -123,10 +123,17 @@ def test_oversized_requests_are_refused(start_server) -> None:
     bomb = gzip.compress(big.SerializeToString())  # small on the wire, too large once decompressed
     assert len(bomb) < 1024 * 1024
     assert post(server.http_url, bomb, **{"Content-Encoding": "gzip"})[0] == 413
-    with pytest.raises(grpc.RpcError) as err:
+    with pytest.raises(grpc.RpcError) as err:  # over twice the limit: gRPC refuses it before mastwatch sees it
         grpc_export(server.grpc_endpoint, big.SerializeToString())
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    over = request_of(1, trace=42)
+    over.resource_spans[0].scope_spans[0].spans[0].attributes.add(
+        key="gen_ai.tool.call.arguments", value=AnyValue(string_value="x" * (1536 * 1024)))
+    with pytest.raises(grpc.RpcError) as err:  # over the limit: refused by the receiver, and counted
+        grpc_export(server.grpc_endpoint, over.SerializeToString())
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_recv_msg_size_mib" in err.value.details()
     assert post(server.http_url, request_of(1, trace=41).SerializeToString())[0] == 200
+    assert server.sample("mastwatch_requests_rejected_total", reason="too_large") == 3
 
 
 @contextlib.contextmanager

@@ -50,11 +50,13 @@ class GrpcReceiver:
         self.counters = counters
         self.refusals = Refusals(counters, log, "OTLP/gRPC")
         self._backpressure = backpressure_status(retry_after)
-        limit = config.max_recv_msg_size_mib * 1024 * 1024
+        self.limit = limit = config.max_recv_msg_size_mib * 1024 * 1024
         pool = futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="otlp-grpc",
                                           initializer=name_os_thread)
         self.server = grpc.server(pool, options=[
-            ("grpc.max_receive_message_length", limit),
+            # gRPC refuses larger messages before any handler sees them, unseen by the counters: it is given twice
+            # the limit, and the handler refuses (and counts) what is over the limit itself
+            ("grpc.max_receive_message_length", 2 * limit),
             ("grpc.so_reuseport", 0),  # a second server must fail, not share the port
             ("grpc.max_connection_idle_ms", int(config.max_connection_idle * 1000)),
             ("grpc.server_handshake_timeout_ms", int(config.handshake_timeout * 1000)),
@@ -81,6 +83,10 @@ class GrpcReceiver:
         if self.auth is not None and not self.auth.allows(_authorization(context)):
             self.refusals.refuse("unauthenticated", "no valid bearer token", context.peer())
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "send authorization: Bearer <token>")
+        if len(body) > self.limit:
+            message = f"request of {len(body)} bytes exceeds receiver.grpc.max_recv_msg_size_mib ({self.limit} bytes)"
+            self.refusals.refuse("too_large", message, context.peer())
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
         if refused_undecoded(body, self.sink, self.counters, "grpc"):
             self._refuse(context)
         try:
