@@ -17,7 +17,6 @@ class ClassifiedTraces:
         self.path, self.limit = path, limit
         self._lock = threading.Lock()
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self._count = 0
         self._file = open(path, "ab")  # noqa: SIM115 (kept open for the process's life)
         self._count = os.path.getsize(path) // ID_BYTES
 

@@ -118,10 +118,6 @@ class SpanJournal:
                     kept.append(segment)
             self._sealed = kept
 
-    @property
-    def segments(self) -> int:
-        return len(self._sealed) + (self._current is not None)
-
     def close(self) -> None:
         """Close the segment being written; after a drain that classified every trace, the journal is emptied."""
         with self._lock:

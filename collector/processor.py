@@ -25,7 +25,8 @@ from .classify.modes import MODES, FailureMode
 from .config import ProcessorConfig
 from .journal import JSON, PROTOBUF, SpanJournal
 from .normalize import normalize_span
-from .receiver.decode import SpanRecord
+from .receiver.decode import SpanRecord, decode, records
+from .receiver.otlp_json import parse_request
 from .spend import Waste, add_tokens, load_prices, price, usd_total
 from .steps import Finding, Step
 from .telemetry import NullTelemetry
@@ -161,9 +162,6 @@ class Processor:
         journal = self.journal
         if journal is None:
             return 0
-        from .receiver.decode import decode, records
-        from .receiver.otlp_json import parse_request
-
         spans_read = 0
         for kind, body, segment in journal.recovered():
             try:

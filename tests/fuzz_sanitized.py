@@ -28,6 +28,10 @@ def build(out: Path) -> Path:
     target = out / f"_otlpdecode{sysconfig.get_config_var('EXT_SUFFIX')}"
     subprocess.run(["cc", *FLAGS, "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", str(SOURCE), "-o",
                     str(target)], check=True, capture_output=True, timeout=300)
+    symbols = subprocess.run(["nm", "-D", "--undefined-only", str(target)], capture_output=True, text=True,
+                             check=True).stdout
+    # instrumented: its loads and stores call the sanitizers' checks
+    assert "__asan_report" in symbols and "__ubsan_handle" in symbols, "the build is not sanitized"
     return target
 
 

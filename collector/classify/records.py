@@ -172,9 +172,12 @@ class Records(SharedState):
 
     def _denying(self, step: Step, said: str) -> None:
         """Whether the model told the user something is not among their records while a listed one was unopened."""
+        words = denies_on_record(said)
+        if words is None:
+            return
         for listing in self.listings or ():
             unopened = listing.unopened()
-            if unopened and (words := denies_on_record(said)) is not None:
+            if unopened:
                 self.denied = (listing, step, words, unopened)
                 return
 
