@@ -6,7 +6,17 @@ from grafanalib.core import Dashboard
 from mastwatch.config import Config
 from mastwatch.dashboards import sections
 from mastwatch.dashboards.clickhouse import AGENT
-from mastwatch.dashboards.panels import Grid, override, sql, table, trace_link, variable
+from mastwatch.dashboards.panels import (
+    Grid,
+    override,
+    selector,
+    series,
+    sql,
+    table,
+    topology,
+    trace_link,
+    variable,
+)
 from mastwatch.dashboards.panels import dashboard as make_dashboard
 from mastwatch.exporter.store import queries as q
 
@@ -14,9 +24,10 @@ UID = "mastwatch-agent"
 
 
 def build(config: Config) -> Dashboard:
-    sel = 'service="$service", agent="$agent"'
+    deployment, where = topology(config.dashboards.topology_labels, "mast_traces_total")
+    sel = selector(where, 'service="$service", agent="$agent"')
     grid = Grid()
-    sections.failure_overview(grid, config, sel, ', service="$service", agent="$agent"')
+    sections.failure_overview(grid, config, sel, f", {sel}")
     sections.spend(grid, config, sel, ', model=~"$model"', "model", "model")
     sections.failure_store(grid, config, AGENT, fleet=False)
     grid.add(table("Recent traces", "Every run of the agent (with the selected models), failing or not. trace_id "
@@ -27,11 +38,13 @@ def build(config: Config) -> Dashboard:
                               override("wasted_cost_usd", unit="currencyUSD", decimals=4),
                               trace_link(config.dashboards.trace_url)]), 24, 10)
     sections.spend_store(grid, config, AGENT)
+    of_service = series("mast_traces_total", where, 'service="$service"')
     variables = [
-        variable("service", "Service", "label_values(mast_traces_total, service)", multi=False, include_all=False),
-        variable("agent", "Agent", 'label_values(mast_traces_total{service="$service"}, agent)', multi=False,
+        *deployment,
+        variable("service", "Service", f"label_values({series('mast_traces_total', where)}, service)", multi=False,
                  include_all=False),
-        variable("model", "Model", 'label_values(mast_tokens_total{service="$service", agent="$agent"}, model)'),
+        variable("agent", "Agent", f"label_values({of_service}, agent)", multi=False, include_all=False),
+        variable("model", "Model", f"label_values(mast_tokens_total{{{sel}}}, model)"),
     ]
     return make_dashboard("mastwatch / Agent drill-down", UID, "One agent: its failure modes, spend and repeated "
                      "steps, and its recent traces.", grid, variables)

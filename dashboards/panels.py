@@ -178,6 +178,30 @@ def variable(name: str, label: str, query: str, *, multi: bool = True, include_a
                       sort=g.SORT_ALPHA_ASC)
 
 
+def topology(labels: Sequence[str], metric: str) -> tuple[list[g.Template], str]:
+    """A variable per deployment label the scrape adds (cluster, namespace, job), each listing the values left by
+    the ones before it, and the matchers that select with them. Set to All they match series without the label
+    too, so the same dashboards serve a single Prometheus and a multi-cluster one."""
+    variables: list[g.Template] = []
+    matchers: list[str] = []
+    for label in labels:
+        title = label.replace("_", " ").capitalize()
+        variables.append(variable(label, title, f"label_values({series(metric, *matchers)}, {label})"))
+        matchers.append(f'{label}=~"${label}"')
+    return variables, selector(*matchers)
+
+
+def selector(*matchers: str) -> str:
+    """Label matchers joined, the empty ones left out."""
+    return ", ".join(m for m in matchers if m)
+
+
+def series(metric: str, *matchers: str) -> str:
+    """A vector selector: `metric{matchers}`, or the bare name when there are none (`{}` does not parse)."""
+    within = selector(*matchers)
+    return f"{metric}{{{within}}}" if within else metric
+
+
 @attr.s
 class DatasourceVariable:
     """A data source picker: `plugin` is the data source type; the provisioned one is the default."""

@@ -23,21 +23,29 @@ def mode_selector(rule: RisingModeRule, extra: str = "") -> str:
     return f'failure_mode="{rule.failure_mode}"' + (f", {extra}" if extra else "")
 
 
-def mode_ratio(rule: RisingModeRule, extra: str = "") -> str:
+def group(*labels: str) -> str:
+    """A `by`/`on` label list, each label once, in order: the deployment's labels first, then the agent's."""
+    return ", ".join(dict.fromkeys(label for label in labels if label))
+
+
+AGENT = "service, agent"
+
+
+def mode_ratio(rule: RisingModeRule, extra: str = "", by: str = AGENT) -> str:
     """Share of each agent's runs that showed the mode over the rule's window."""
     window = duration(rule.window)
-    return (f"sum by (service, agent) (increase(mast_failure_mode_traces_total{{{mode_selector(rule, extra)}}}"
-            f"[{window}]))\n/ sum by (service, agent) (increase(mast_traces_total{_braces(extra)}[{window}]))")
+    return (f"sum by ({by}) (increase(mast_failure_mode_traces_total{{{mode_selector(rule, extra)}}}"
+            f"[{window}]))\n/ sum by ({by}) (increase(mast_traces_total{_braces(extra)}[{window}]))")
 
 
-def mode_baseline(rule: RisingModeRule, extra: str = "") -> str:
+def mode_baseline(rule: RisingModeRule, extra: str = "", by: str = AGENT) -> str:
     """The same share over the baseline period just before the window. An agent whose mode counter did not
     exist then has a baseline of 0, not none (counters appear on their first increment)."""
     span, shift = duration(rule.baseline), duration(rule.window)
-    runs = f"sum by (service, agent) (increase(mast_traces_total{_braces(extra)}[{span}] offset {shift}))"
-    return (f"(sum by (service, agent) (increase(mast_failure_mode_traces_total{{{mode_selector(rule, extra)}}}"
-            f"[{span}] offset {shift}))\n or on (service, agent) 0 * {runs})\n/ {runs}")
+    runs = f"sum by ({by}) (increase(mast_traces_total{_braces(extra)}[{span}] offset {shift}))"
+    return (f"(sum by ({by}) (increase(mast_failure_mode_traces_total{{{mode_selector(rule, extra)}}}"
+            f"[{span}] offset {shift}))\n or on ({by}) 0 * {runs})\n/ {runs}")
 
 
-def mode_runs(rule: RisingModeRule, extra: str = "") -> str:
-    return f"sum by (service, agent) (increase(mast_traces_total{_braces(extra)}[{duration(rule.window)}]))"
+def mode_runs(rule: RisingModeRule, extra: str = "", by: str = AGENT) -> str:
+    return f"sum by ({by}) (increase(mast_traces_total{_braces(extra)}[{duration(rule.window)}]))"

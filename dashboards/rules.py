@@ -14,7 +14,7 @@ import yaml
 from mastwatch.collector.classify.modes import MODES
 from mastwatch.config import Config
 
-from .promql import duration, mode_baseline, mode_ratio, mode_runs
+from .promql import duration, group, mode_baseline, mode_ratio, mode_runs
 
 FILENAME = "mastwatch-rules.yaml"
 PROMETHEUS_RULE = "mastwatch-prometheusrule.yaml"
@@ -32,32 +32,39 @@ def _alert(config: Config, name: str, expr: str, hold: float, severity: str, sum
 
 
 def recording(config: Config) -> list[dict[str, Any]]:
+    """Rates per agent, per deployment: the topology labels (cluster, namespace, job) are kept, so that two
+    deployments running the same agent are told apart; where the scrape adds none, they group nothing."""
     rising, spend = config.rules.rising, config.rules.wasted_spend
     code = rising.failure_mode.replace("-", "").replace(".", "").lower()  # FM-3.3 -> fm33
     w, sw = duration(rising.window), duration(spend.window)
+    topology = config.dashboards.topology_labels
+    per_agent = group(*topology, "service", "agent")
+    per_mode = group(*topology, "service", "agent", "failure_mode", "category")
+    fleet, fleet_mode = group(*topology), group(*topology, "failure_mode", "category")
+    spender = group(*topology, "agent")
     rules = [
         {"record": "service_agent:mast_traces:rate5m",
-         "expr": "sum by (service, agent) (rate(mast_traces_total[5m]))"},
+         "expr": f"sum by ({per_agent}) (rate(mast_traces_total[5m]))"},
         {"record": "service_agent_failure_mode:mast_failure_mode_traces:rate5m",
-         "expr": "sum by (service, agent, failure_mode, category) (rate(mast_failure_mode_traces_total[5m]))"},
+         "expr": f"sum by ({per_mode}) (rate(mast_failure_mode_traces_total[5m]))"},
         {"record": "service_agent_failure_mode:mast_failure_mode_traces:ratio_rate5m",
          "expr": "service_agent_failure_mode:mast_failure_mode_traces:rate5m\n"
                  "/ ignoring (failure_mode, category) group_left service_agent:mast_traces:rate5m"},
         {"record": "failure_mode:mast_failure_mode_traces:ratio_rate5m",
-         "expr": "sum by (failure_mode, category) (rate(mast_failure_mode_traces_total[5m]))\n"
-                 "/ ignoring (failure_mode, category) group_left sum(rate(mast_traces_total[5m]))"},
+         "expr": f"sum by ({fleet_mode}) (rate(mast_failure_mode_traces_total[5m]))\n"
+                 f"/ ignoring (failure_mode, category) group_left sum by ({fleet}) (rate(mast_traces_total[5m]))"},
         {"record": "service_agent:mast_failing_traces:ratio_rate5m",
-         "expr": "sum by (service, agent) (rate(mast_failing_traces_total[5m]))\n"
+         "expr": f"sum by ({per_agent}) (rate(mast_failing_traces_total[5m]))\n"
                  "/ service_agent:mast_traces:rate5m"},
         {"record": "service_agent:mast_wasted_cost_usd:ratio_rate5m",
-         "expr": "sum by (service, agent) (rate(mast_wasted_cost_usd_total[5m]))\n"
-                 "/ sum by (service, agent) (rate(mast_cost_usd_total[5m]))"},
-        {"record": f"service_agent:mast_traces:increase{w}", "expr": mode_runs(rising)},
-        {"record": f"service_agent:mast_{code}_traces:ratio_increase{w}", "expr": mode_ratio(rising)},
+         "expr": f"sum by ({per_agent}) (rate(mast_wasted_cost_usd_total[5m]))\n"
+                 f"/ sum by ({per_agent}) (rate(mast_cost_usd_total[5m]))"},
+        {"record": f"service_agent:mast_traces:increase{w}", "expr": mode_runs(rising, by=per_agent)},
+        {"record": f"service_agent:mast_{code}_traces:ratio_increase{w}", "expr": mode_ratio(rising, by=per_agent)},
         {"record": f"service_agent:mast_{code}_traces:ratio_baseline{duration(rising.baseline)}",
-         "expr": mode_baseline(rising)},
+         "expr": mode_baseline(rising, by=per_agent)},
         {"record": f"agent:mast_wasted_cost_usd:increase{sw}",
-         "expr": f"sum by (agent) (increase(mast_wasted_cost_usd_total[{sw}]))"},
+         "expr": f"sum by ({spender}) (increase(mast_wasted_cost_usd_total[{sw}]))"},
     ]
     rules += [{"record": f"agent:mast_wasted_cost_usd:budget{sw}", "expr": f"vector({usd:g})",
                "labels": {"agent": agent}} for agent, usd in sorted(spend.budgets.items())]
@@ -72,6 +79,7 @@ def alerts(config: Config) -> list[dict[str, Any]]:
     ratio = f"service_agent:mast_{code}_traces:ratio_increase{w}"
     baseline = f"service_agent:mast_{code}_traces:ratio_baseline{base}"
     job = f'job="{health.job}"'
+    instance = group(*config.dashboards.topology_labels, "job", "instance")
     spent = f"agent:mast_wasted_cost_usd:increase{sw}"
     return [
         _alert(config, "MastFailureModeRateRising",
@@ -85,40 +93,40 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                {"failure_mode": mode.code}),
         _alert(config, "MastRepeatedStepSpendOverBudget",
                f"{spent}\n> on (agent) group_left ()\n(agent:mast_wasted_cost_usd:budget{sw} "
-               f"or on (agent) (0 * {spent} + {spend.budget_usd:g}))",
+               f"or on (agent) (max by (agent) (0 * {spent}) + {spend.budget_usd:g}))",
                spend.hold, "warning",
                "{{ $labels.agent }} burnt {{ $value | printf \"%.2f\" }} USD on repeated steps in the last " + sw,
                f"Model calls that produced repeated steps (FM-1.3) of {{{{ $labels.agent }}}} cost "
                f"{{{{ $value | printf \"%.2f\" }}}} USD over the last {sw}, over its budget (rules.wasted_spend: "
                f"{spend.budget_usd:g} USD unless the agent has its own)."),
         _alert(config, "MastwatchRejectingSpans",
-               f"sum by (job, instance) (rate(mastwatch_spans_rejected_total{{{job}}}[5m]))\n"
-               f"/ sum by (job, instance) (rate(mastwatch_spans_received_total{{{job}}}[5m])) > "
+               f"sum by ({instance}) (rate(mastwatch_spans_rejected_total{{{job}}}[5m]))\n"
+               f"/ sum by ({instance}) (rate(mastwatch_spans_received_total{{{job}}}[5m])) > "
                f"{health.rejected_ratio:g}", 600, "warning",
                "mastwatch {{ $labels.instance }} rejects {{ $value | humanizePercentage }} of spans",
                "Spans are rejected for invalid ids (bad clients) or queue_full (backpressure: clients retry, "
                "but the instance is saturated). See mastwatch_spans_rejected_total by reason."),
         _alert(config, "MastwatchRejectingRequests",
-               f"sum by (job, instance, reason) (rate(mastwatch_requests_rejected_total{{{job}}}[5m])) > 0",
+               f"sum by ({instance}, reason) (rate(mastwatch_requests_rejected_total{{{job}}}[5m])) > 0",
                900, "info",
                "mastwatch {{ $labels.instance }} refuses OTLP requests ({{ $labels.reason }})",
                "Whole OTLP requests are refused as {{ $labels.reason }}: malformed bodies, or bodies over "
                "receiver.*.max_*_mib. Their spans are lost unless the client retries."),
         _alert(config, "MastwatchLateSpans",
-               f"sum by (job, instance) (rate(mastwatch_late_spans_total{{{job}}}[10m]))\n"
-               f"/ sum by (job, instance) (rate(mastwatch_spans_received_total{{{job}}}[10m])) > "
+               f"sum by ({instance}) (rate(mastwatch_late_spans_total{{{job}}}[10m]))\n"
+               f"/ sum by ({instance}) (rate(mastwatch_spans_received_total{{{job}}}[10m])) > "
                f"{health.late_ratio:g}", 900, "warning",
                "mastwatch {{ $labels.instance }} drops {{ $value | humanizePercentage }} of spans as late",
                "Spans arrive after their trace was classified and are dropped: processor.decision_wait is shorter "
                "than the clients' export delay, or traces are evicted early."),
         _alert(config, "MastwatchEvictingTraces",
-               f"sum by (job, instance) (rate(mastwatch_traces_evicted_total{{{job}}}[10m])) > 0", 900, "warning",
+               f"sum by ({instance}) (rate(mastwatch_traces_evicted_total{{{job}}}[10m])) > 0", 900, "warning",
                "mastwatch {{ $labels.instance }} evicts traces before they complete",
                "processor.max_traces traces, or processor.max_buffered_spans spans, are in flight, so the oldest "
                "traces are classified before they end; their later spans are dropped as late. Raise the limit (and "
                "the memory limit with it) or add replicas."),
         _alert(config, "MastwatchStoreDroppingRows",
-               f"sum by (job, instance) (increase(mastwatch_store_rows_dropped_total{{{job}}}[10m])) > 0", 0,
+               f"sum by ({instance}) (increase(mastwatch_store_rows_dropped_total{{{job}}}[10m])) > 0", 0,
                "critical", "mastwatch {{ $labels.instance }} dropped {{ $value | printf \"%.0f\" }} store rows",
                "The store has been failing long enough for exporters.store.max_queued_rows rows to wait; the "
                "oldest are dropped. See mastwatch_store_errors_total and the logs."),
@@ -130,25 +138,26 @@ def gateway_alerts(config: Config) -> list[dict[str, Any]]:
     hold back before mastwatch sees it."""
     health = config.rules.health
     job = f'job="{health.gateway_job}"'
+    instance = group(*config.dashboards.topology_labels, "job", "instance")
     return [
         _alert(config, "MastwatchGatewayDown", f"up{{{job}}} == 0", 300, "critical",
                "gateway Collector {{ $labels.instance }} is down",
                "Prometheus cannot scrape the gateway Collector: agents sending to it may be failing."),
         _alert(config, "MastwatchGatewayDroppingSpans",
-               f"sum by (job, instance, exporter) (rate(otelcol_exporter_send_failed_spans_total{{{job}}}[5m])) > 0"
-               f"\nor sum by (job, instance, exporter) "
+               f"sum by ({instance}, exporter) (rate(otelcol_exporter_send_failed_spans_total{{{job}}}[5m])) > 0"
+               f"\nor sum by ({instance}, exporter) "
                f"(rate(otelcol_exporter_enqueue_failed_spans_total{{{job}}}[5m])) > 0",
                0, "critical", "gateway {{ $labels.instance }} drops spans bound for mastwatch ({{ $labels.exporter }})",
                "The gateway's exporter gave up on spans (retries exhausted, or its queue refused them): those runs "
                "are missing or incomplete in mastwatch. See the Collector's logs."),
         _alert(config, "MastwatchGatewayQueueFilling",
-               f"max by (job, instance, exporter) (otelcol_exporter_queue_size{{{job}}}\n"
+               f"max by ({instance}, exporter) (otelcol_exporter_queue_size{{{job}}}\n"
                f"/ otelcol_exporter_queue_capacity{{{job}}}) > {health.gateway_queue_ratio:g}",
                600, "warning", "gateway {{ $labels.instance }} sending queue {{ $value | humanizePercentage }} full",
                "mastwatch accepts spans more slowly than agents send them (its queue pushes back, or replicas are "
                "down); once the gateway's queue is full the agents are held back."),
         _alert(config, "MastwatchGatewayRefusingSpans",
-               f"sum by (job, instance, receiver) (rate(otelcol_receiver_refused_spans_total{{{job}}}[5m])) > 0",
+               f"sum by ({instance}, receiver) (rate(otelcol_receiver_refused_spans_total{{{job}}}[5m])) > 0",
                600, "warning", "gateway {{ $labels.instance }} refuses agents' spans ({{ $labels.receiver }})",
                "The gateway's receiver refuses spans (its memory limiter, or a full queue): agents retry, or drop "
                "them when their own queues fill."),

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import re
+from urllib.parse import urlsplit
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mastwatch.collector.classify.modes import MODES
 from mastwatch.durations import Duration
+
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+# Labels mastwatch's own series carry; a deployment label of the same name would clash with them.
+AGENT_LABELS = frozenset({"service", "agent", "model", "type", "tool", "failure_mode", "category", "instance"})
 
 
 class DashboardsConfig(BaseModel):
@@ -19,6 +26,19 @@ class DashboardsConfig(BaseModel):
     clickhouse_username: str = "mastwatch"
     path: str = Field("/var/lib/grafana/dashboards/mastwatch", description="where Grafana reads the JSON files")
     folder: str = "mastwatch"
+    topology_labels: list[str] = Field(["cluster", "namespace", "job"], description="labels the scrape adds that "
+                                       "tell mastwatch deployments apart: a variable each on the dashboards; the "
+                                       "rules aggregate by them, so alerts fire per deployment")
+
+    @field_validator("topology_labels")
+    @classmethod
+    def _label_names(cls, value: list[str]) -> list[str]:
+        for label in value:
+            if not LABEL_NAME.fullmatch(label) or label.startswith("__"):
+                raise ValueError(f"{label!r} is not a Prometheus label name")
+            if label in AGENT_LABELS:
+                raise ValueError(f"{label!r} is one of mastwatch's own labels ({', '.join(sorted(AGENT_LABELS))})")
+        return list(dict.fromkeys(value))
 
     @field_validator("trace_url")
     @classmethod
@@ -69,8 +89,19 @@ class HealthRules(BaseModel):
 
 class RulesConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    runbook_url: str = Field("docs/runbooks.md#{anchor}",
-                             description="{anchor} is the alert's name in lower case")
+    runbook_url: str = Field("http://localhost:9464/runbooks#{anchor}",
+                             description="each alert's runbook link, absolute; {anchor} is the alert's name in lower "
+                             "case. mastwatch serves the runbooks at /runbooks on its metrics port")
     rising: RisingModeRule = RisingModeRule()
     wasted_spend: WastedSpendRule = WastedSpendRule()
     health: HealthRules = HealthRules()
+
+    @field_validator("runbook_url")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).netloc:
+            raise ValueError("must be an absolute http(s) URL (alerts are read away from this config), e.g. "
+                             "https://wiki.example.com/mastwatch-runbooks#{anchor}")
+        if "{anchor}" not in value:
+            raise ValueError("must contain {anchor}, replaced by the alert's name in lower case")
+        return value

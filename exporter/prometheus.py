@@ -12,7 +12,7 @@ import asyncio
 import gzip
 import logging
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -157,8 +157,10 @@ class SelfMetrics:
 class PrometheusExporter:
     """mast_*: what the agents are doing. Implements the processor's Exporter protocol."""
 
-    def __init__(self, config: PrometheusExporterConfig, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, config: PrometheusExporterConfig, registry: CollectorRegistry | None = None,
+                 pages: Mapping[str, bytes] | None = None) -> None:
         self.config = config
+        self.pages = dict(pages or {})  # path -> an HTML page served beside /metrics, without auth: static text
         self.registry = registry = registry or CollectorRegistry()
         self.self_metrics = SelfMetrics(registry)
         self.limit = LabelLimiter(config.max_label_values, lambda label: self.self_metrics.label_overflow.labels(
@@ -181,6 +183,9 @@ class PrometheusExporter:
 
     async def _serve(self, request: web.BaseRequest) -> web.StreamResponse:
         """GET /metrics: the registry in the format the scraper accepts (OpenMetrics or text), gzip if it may."""
+        page = self.pages.get(request.path)
+        if page is not None:  # the shipped documents, which on-call opens from an alert, with no token to send
+            return web.Response(body=page, content_type="text/html", charset="utf-8")
         if self._auth is not None and not self._auth.allows(request.headers.get("Authorization")):
             self._refusals.refuse("unauthenticated", "no valid bearer token", request.remote)
             return web.Response(status=401, text="send Authorization: Bearer <token>\n",

@@ -12,6 +12,7 @@ from mastwatch.collector.processor import Processor
 from mastwatch.collector.receiver.grpc_server import GrpcReceiver
 from mastwatch.collector.receiver.http_server import OtlpHttpServer
 from mastwatch.config import Config
+from mastwatch.dashboards import runbooks
 from mastwatch.exporter.prometheus import JudgeMetrics, PrometheusExporter
 from mastwatch.exporter.store import StoreExporter
 
@@ -29,7 +30,7 @@ GC_THRESHOLDS = (2_000_000, 20, 100)
 class Service:
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.prometheus = PrometheusExporter(config.exporters.prometheus)
+        self.prometheus = PrometheusExporter(config.exporters.prometheus, pages={runbooks.PATH: runbooks.page()})
         telemetry = self.prometheus.self_metrics
         telemetry.queue_capacity.labels("spans").set(config.processor.queue_spans)
         telemetry.queue_capacity.labels("bytes").set(config.processor.queue_mib << 20)

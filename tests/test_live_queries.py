@@ -31,10 +31,15 @@ from mastwatch.demo import run_fleet
 from mastwatch.service import Service
 from tests.conftest import server_config
 
-FLEET_VARS = {"service": Variable(ALL, all_value=".*")}
-AGENT_VARS = {"service": Variable("sre-agents"), "agent": Variable("sre-bot"), "model": Variable(ALL, all_value=".*")}
+# The scrape adds deployment labels, as a Kubernetes one does: the dashboards' topology variables select on them.
+SCRAPE_LABELS = {"cluster": "test-cluster", "namespace": "agents"}
+ANY_DEPLOYMENT = {label: Variable(ALL, all_value=".*") for label in Config().dashboards.topology_labels}
+FLEET_VARS = {**ANY_DEPLOYMENT, "service": Variable(ALL, all_value=".*")}
+AGENT_VARS = {**ANY_DEPLOYMENT, "service": Variable("sre-agents"), "agent": Variable("sre-bot"),
+              "model": Variable(ALL, all_value=".*")}
 VARIABLES = {"mastwatch-failure-modes": FLEET_VARS, "mastwatch-repeated-spend": FLEET_VARS,
-             "mastwatch-agent": AGENT_VARS, "mastwatch-health": {"instance": Variable(ALL, all_value=".*")}}
+             "mastwatch-agent": AGENT_VARS,
+             "mastwatch-health": {**ANY_DEPLOYMENT, "instance": Variable(ALL, all_value=".*")}}
 # What the demo never produces: rejected spans, and the judge's verdicts (it runs no judge; tests/test_store_queries.py
 # runs that query on judgements).
 MAY_BE_EMPTY = {"Rejected", "Rejections by reason"}
@@ -104,7 +109,8 @@ def live(tmp_path_factory) -> Iterator[Live]:
     prometheus_yml.write_text(yaml.safe_dump({
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(rules.write(config, tmp / "rules"))],
-        "scrape_configs": [{"job_name": "mastwatch", "static_configs": [{"targets": [f"{host}:{port}"]}]}]}))
+        "scrape_configs": [{"job_name": "mastwatch", "static_configs": [{"targets": [f"{host}:{port}"],
+                                                                          "labels": SCRAPE_LABELS}]}]}))
     web = f"127.0.0.1:{_free_port()}"
     log = (tmp / "prometheus.log").open("w")
     proc = subprocess.Popen([binary, f"--config.file={prometheus_yml}", f"--storage.tsdb.path={tmp / 'tsdb'}",
@@ -167,11 +173,31 @@ def test_variable_queries_return_the_demo_agents(live: Live) -> None:
                 continue
             metric, label = var["query"][len("label_values("):-1].rsplit(", ", 1)
             metric = metric.replace("$service", "sre-agents").replace("$agent", "sre-bot")
+            for deployment_label in ANY_DEPLOYMENT:
+                metric = metric.replace(f"${deployment_label}", ".*")
             answer = live.api(f"/api/v1/label/{label}/values", **{"match[]": metric})
             assert answer["status"] == "success" and answer["data"], var["query"]
             values[var["name"]] = set(answer["data"])
     assert values["agent"] == {"sre-bot"} and values["model"] == {"gpt-4.1-mini"}
     assert values["service"] == {"sre-agents", "support", "coding", "internal-tools"}
+    assert (values["cluster"], values["namespace"], values["job"]) == ({"test-cluster"}, {"agents"}, {"mastwatch"})
+
+
+def test_a_chosen_deployment_selects_every_panel(live: Live) -> None:
+    """Set to another job, every panel is empty (but the alert count's `or vector(0)`); set to this one, a panel
+    that drew data still does. So no panel forgets the deployment's matchers."""
+    elsewhere = {**ANY_DEPLOYMENT, "job": Variable("elsewhere")}
+    here = {**ANY_DEPLOYMENT, "cluster": Variable("test-cluster"), "job": Variable("mastwatch")}
+    checked = 0
+    for uid, panel, target in _targets(PROMETHEUS):
+        if "or vector(0)" in target["expr"]:
+            continue
+        answer = live.promql(target, {**VARIABLES[uid], **elsewhere})
+        assert answer["status"] == "success" and not _has_data(answer), (uid, panel["title"], target["expr"])
+        if _has_data(live.promql(target, VARIABLES[uid])):
+            assert _has_data(live.promql(target, {**VARIABLES[uid], **here})), (uid, panel["title"])
+            checked += 1
+    assert checked > 40
 
 
 def test_every_rule_loads_and_evaluates(live: Live) -> None:

@@ -6,10 +6,12 @@ import re
 import shutil
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from mastwatch.config import Config
 from mastwatch.dashboards.rules import FILENAME, PROMETHEUS_RULE, alerts, gateway_alerts
@@ -50,7 +52,7 @@ def test_promtool_unit_tests_pass(promtool: str, rules_dir: Path) -> None:
 def test_every_alert_has_summary_description_and_a_runbook_section(rules_dir: Path) -> None:
     doc = yaml.safe_load((rules_dir / FILENAME).read_text())
     rules = [r for g in doc["groups"] for r in g["rules"]]
-    runbooks = (ROOT / "docs" / "runbooks.md").read_text()
+    runbooks = (ROOT / "dashboards" / "runbooks.md").read_text()
     sections = {m.lower() for m in re.findall(r"^## (\w+)$", runbooks, re.M)}
     names = [r["alert"] for r in rules if "alert" in r]
     assert len(names) == len(alerts(Config())) + len(gateway_alerts(Config())) == 11
@@ -71,3 +73,38 @@ def test_the_prometheus_operator_rule_holds_the_same_groups(rules_dir: Path, tmp
     operator = yaml.safe_load((tmp_path / PROMETHEUS_RULE).read_text())
     assert (operator["apiVersion"], operator["kind"]) == ("monitoring.coreos.com/v1", "PrometheusRule")
     assert operator["spec"] == yaml.safe_load((rules_dir / FILENAME).read_text())
+
+
+def test_every_runbook_link_resolves_on_the_page_mastwatch_serves(server) -> None:
+    """The alerts' default runbook_url is absolute and points at /runbooks on the metrics port: each anchor is an id
+    there, and the page needs no token (on-call opens it from the alert)."""
+    host, port = server.service.metrics_address
+    with urllib.request.urlopen(f"http://{host}:{port}/runbooks", timeout=5) as r:
+        assert r.headers["Content-Type"].startswith("text/html")
+        page = r.read().decode()
+    ids = set(re.findall(r'<h2 id="([^"]+)"', page))
+    config = Config()
+    for rule in [*alerts(config), *gateway_alerts(config)]:
+        url = rule["annotations"]["runbook_url"]
+        assert url.startswith("http://localhost:9464/runbooks#") and url.rpartition("#")[2] in ids, rule["alert"]
+
+
+@pytest.mark.parametrize("url", ["docs/runbooks.md#{anchor}", "/runbooks#{anchor}", "https://wiki.example.com/x"])
+def test_a_runbook_url_that_alerts_cannot_follow_is_refused(url: str) -> None:
+    with pytest.raises(ValidationError, match=r"absolute|anchor"):
+        Config.model_validate({"rules": {"runbook_url": url}})
+
+
+@pytest.mark.parametrize("labels", [["service"], ["cluster", "__name__"], ["not-a-label"]])
+def test_topology_labels_must_be_label_names_of_their_own(labels: list[str]) -> None:
+    with pytest.raises(ValidationError, match="label"):
+        Config.model_validate({"dashboards": {"topology_labels": labels}})
+
+
+def test_without_topology_labels_the_rules_group_by_agent_alone(promtool: str, tmp_path: Path) -> None:
+    result = subprocess.run([*MASTWATCH, "rules", "--out", str(tmp_path), "--set", "dashboards.topology_labels=[]"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    checked = subprocess.run([promtool, "check", "rules", str(tmp_path / FILENAME)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "sum by (service, agent) (rate(mast_traces_total[5m]))" in (tmp_path / FILENAME).read_text()
