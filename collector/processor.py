@@ -11,9 +11,9 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from mastwatch.threads import name_os_thread
 from mastwatch.throttled_log import ThrottledLog
@@ -156,25 +156,47 @@ class Processor:
         self._queue.put((spans, size))
         return True
 
-    def recover(self) -> int:
+    def recover(self, stored: Callable[[set[bytes]], set[bytes] | None] | None = None) -> int:
         """Replay the journal's requests into assembly (before the receivers start); returns the spans read. Spans
-        of traces the previous process classified are late, as they would be live."""
+        of traces the previous process classified are late, as they would be live. `stored` says which of the
+        replayed traces already have rows (the store, once it has written what it had queued): a process killed
+        after queueing a trace's rows and before remembering it as classified left it in the journal too."""
         journal = self.journal
         if journal is None:
             return 0
+        if stored is not None:
+            replayed = {s.trace_id for spans, _ in self._journaled(journal, quiet=True) for s in spans}
+            held = stored(replayed) if replayed else set()
+            if held is None:
+                log.warning("journal: the store cannot say which replayed traces it holds already; a trace whose "
+                            "rows were queued just before the process stopped may get a second row")
+            elif held:
+                ids = sorted(held)
+                self.assembler.remember(ids)
+                journal.classified(ids)
+                if self.classified is not None:
+                    self.classified.add(ids)
+                log.info("journal: %d replayed traces have rows already; their spans are late", len(ids))
         spans_read = 0
-        for kind, body, segment in journal.recovered():
-            try:
-                spans = records(parse_request(body)).spans if kind == JSON else decode(body).spans
-            except ValueError as e:
-                log.warning("journal: a request that cannot be decoded again is skipped: %s", e)
-                continue
+        for spans, segment in self._journaled(journal):
             journal.holds(segment, {s.trace_id for s in spans})
             self.process(spans)
             spans_read += len(spans)
         if spans_read:
             log.info("journal: %d spans of requests accepted before the restart replayed", spans_read)
         return spans_read
+
+    @staticmethod
+    def _journaled(journal: SpanJournal, quiet: bool = False) -> Iterator[tuple[list[SpanRecord], Any]]:
+        """The journal's requests decoded again, with their segments."""
+        for kind, body, segment in journal.recovered():
+            try:
+                spans = records(parse_request(body)).spans if kind == JSON else decode(body).spans
+            except ValueError as e:
+                if not quiet:
+                    log.warning("journal: a request that cannot be decoded again is skipped: %s", e)
+                continue
+            yield spans, segment
 
     def admits(self, spans: int, size: int) -> bool:
         """Whether the queue has room now for a request of `spans` spans and `size` bytes (without the lock: the

@@ -48,7 +48,8 @@ class Service:
                 "journal_path": (processor.journal_path or os.path.join(base, "journal")) if processor.journal
                 else None})
         self.processor = Processor(processor, exporters, telemetry, self.judge)
-        self.processor.recover()  # what the previous process had acknowledged and not classified
+        # what the previous process had acknowledged and not classified, but for traces the store has rows of
+        self.processor.recover(self.store.holding if self.store is not None else None)
         r = config.receiver
         self.grpc = self.http = None
         try:

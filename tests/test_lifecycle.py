@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import struct
@@ -323,6 +324,40 @@ def test_spans_of_a_trace_classified_before_a_restart_are_late_after_it(tmp_path
         assert proc.returncode == 0, stderr
     rows = _query_store(store, "SELECT trace_id, completion FROM mastwatch.mast_traces")
     assert rows == [{"trace_id": (77).to_bytes(16, "big").hex(), "completion": "shutdown"}]
+
+
+def test_a_trace_whose_rows_were_queued_before_a_crash_is_not_classified_again(tmp_path: Path) -> None:
+    """Killed after a trace's rows were queued and before it was remembered as classified, a process leaves the
+    trace both in the store and in the journal. The next one asks the store which replayed traces it holds: their
+    spans are late, and the trace keeps one row. Built here by restoring the journal and forgetting the classified
+    ids after a clean stop, which is the state such a kill leaves."""
+    store = tmp_path / "store"
+    server = _serve(store, "processor.decision_wait=10m")
+    proc = subprocess.Popen(server.command, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_http(server.metrics)
+        assert post(server.url, request_of(3, trace=88, root=False).SerializeToString())[0] == 200
+        _wait_metrics(server.metrics, "mastwatch_spans_buffered 3.0")
+        shutil.copytree(store / "journal", tmp_path / "journal")  # the request, acknowledged and journaled
+        proc.send_signal(signal.SIGTERM)  # classified at shutdown: its row written
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    shutil.rmtree(store / "journal")
+    shutil.copytree(tmp_path / "journal", store / "journal")
+    (store / "classified-traces").unlink()
+    proc = subprocess.Popen(server.command, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_http(server.metrics)  # listening: the journal is replayed
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    assert "1 replayed traces have rows already" in stderr
+    rows = _query_store(store, "SELECT trace_id, count() AS n FROM mastwatch.mast_traces GROUP BY trace_id")
+    assert rows == [{"trace_id": (88).to_bytes(16, "big").hex(), "n": 1}]
 
 
 @pytest.mark.parametrize("journal", [True, False], ids=["journal", "no-journal"])

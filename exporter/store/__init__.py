@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
@@ -263,6 +263,24 @@ class StoreExporter:
 
     def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         return self.engine.query(sql, params)
+
+    def holding(self, trace_ids: Collection[bytes], timeout: float = 10.0) -> set[bytes] | None:
+        """Which of these traces have rows, once the rows queued now (those a stopped process left among them) are
+        written; None when the store cannot tell (not reachable)."""
+        if not self.flush(timeout):
+            return None
+        ids = sorted(t.hex() for t in trace_ids)  # hex digits only: safe to write into the query
+        found: set[bytes] = set()
+        try:
+            for start in range(0, len(ids), 10_000):
+                listed = ", ".join(f"'{i}'" for i in ids[start:start + 10_000])
+                rows = self.engine.query(f"SELECT DISTINCT trace_id FROM {self.table('mast_traces')} "
+                                         f"WHERE trace_id IN ({listed})")
+                found.update(bytes.fromhex(row["trace_id"]) for row in rows)
+        except Exception as e:
+            log.warning("store: cannot look up traces (%s)", e)
+            return None
+        return found
 
     def shutdown(self) -> None:
         """Write what is queued; what the store does not take now stays queued on disk for the next start."""
