@@ -35,7 +35,7 @@ def _globs(patterns: list[str], lower: bool = False) -> Globs:
 
 
 class ToolsConfig(BaseModel):
-    """`processor.tools`: how tools are told apart (see README, failure modes)."""
+    """`processor.tools`: how tools are told apart (see docs/classification.md)."""
 
     model_config = ConfigDict(extra="forbid")
     read_only: list[str] = Field(default_factory=list, description="glob patterns of read-only tools")
