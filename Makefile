@@ -20,7 +20,7 @@ run: $(BIN)/mastwatch
 
 test: $(BIN)/mastwatch
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -rs
 
 lint: $(BIN)/mastwatch
 	$(BIN)/ruff check .

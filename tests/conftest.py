@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -12,6 +14,20 @@ import pytest
 
 from mastwatch.config import Config, load
 from mastwatch.service import Service
+
+PROMETHEUS_PACKAGE = "Debian's prometheus package (apt-get install prometheus; .ci/run installs it)"
+
+
+def installed(name: str, package: str = PROMETHEUS_PACKAGE) -> str:
+    """The path of a program a test runs. Where it is missing the test is skipped with one line saying what to
+    install, or fails for the programs MASTWATCH_TEST_REQUIRE lists (comma-separated: CI, which installs them)."""
+    path = shutil.which(name)
+    if path:
+        return path
+    message = f"{name} not found: install {package}"
+    if name in os.environ.get("MASTWATCH_TEST_REQUIRE", "").split(","):
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 class RunningServer:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -18,6 +17,7 @@ import yaml
 
 from mastwatch.config import load
 from mastwatch.dashboards import rules
+from tests.conftest import installed
 
 try:
     import tomllib
@@ -467,13 +467,13 @@ def test_compose_replicas_write_to_clickhouse_when_asked(compose, config):
             "MASTWATCH_CLICKHOUSE_PASSWORD"]
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is installed by .ci/run")
 def test_compose_prometheus_config_loads_the_generated_rules(tmp_path, config):
+    promtool = installed("promtool")
     prometheus_yml = _docs(COMPOSE / "prometheus.yml")[0]
     written = rules.write(config, tmp_path / "rules")
     prometheus_yml["rule_files"] = [str(written)]
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(prometheus_yml))
-    result = subprocess.run(["promtool", "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True,
+    result = subprocess.run([promtool, "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
 

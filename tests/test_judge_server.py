@@ -3,12 +3,12 @@ OpenAI-compatible endpoint) answers, and its findings arrive in /metrics and in 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 from opentelemetry.trace import SpanKind
 
 from tests.chat_server import Reply, answer, user_message
+from tests.conftest import installed
 from tests.sdk_agents import agent_run, chat, provider, step
 
 
@@ -63,8 +63,7 @@ def test_judge_findings_reach_metrics_and_store(start_server, chat_server) -> No
         (searching_id, "FM-1.3"): "rejected"}
     assert {r["model"] for r in judged} == {"judge-test"}
     assert [r["structural_confidence"] for r in judged if r["failure_mode"] == "FM-1.3"] == [0.4]
-    promtool = shutil.which("promtool")
-    assert promtool, "promtool is installed by .ci/run (Debian package prometheus)"
+    promtool = installed("promtool")
     result = subprocess.run([promtool, "check", "metrics"], input=server.metrics(), capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     tp.shutdown()

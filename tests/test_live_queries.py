@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import socket
 import subprocess
 import threading
@@ -29,7 +28,7 @@ from mastwatch.dashboards.macros import ALL, TimeRange, Variable, expand_promql,
 from mastwatch.dashboards.panels import CLICKHOUSE, PROMETHEUS
 from mastwatch.demo import run_fleet
 from mastwatch.service import Service
-from tests.conftest import server_config
+from tests.conftest import installed, server_config
 
 # The scrape adds deployment labels, as a Kubernetes one does: the dashboards' topology variables select on them.
 SCRAPE_LABELS = {"cluster": "test-cluster", "namespace": "agents"}
@@ -92,8 +91,7 @@ def _has_data(answer: dict[str, Any]) -> bool:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory) -> Iterator[Live]:
-    binary = shutil.which("prometheus")
-    assert binary, "prometheus is installed by .ci/run (Debian package prometheus)"
+    binary = installed("prometheus")
     tmp = tmp_path_factory.mktemp("live")
     config = server_config(tmp)
     service = Service(config)

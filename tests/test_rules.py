@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from mastwatch.config import Config
 from mastwatch.dashboards.rules import FILENAME, PROMETHEUS_RULE, alerts, gateway_alerts
+from tests.conftest import installed
 
 ROOT = Path(__file__).resolve().parents[1]
 MASTWATCH = [sys.executable, "-m", "mastwatch.cli"]
@@ -22,9 +23,7 @@ MASTWATCH = [sys.executable, "-m", "mastwatch.cli"]
 
 @pytest.fixture(scope="module")
 def promtool() -> str:
-    path = shutil.which("promtool")
-    assert path, "promtool is installed by .ci/run (Debian package prometheus)"
-    return path
+    return installed("promtool")
 
 
 @pytest.fixture(scope="module")

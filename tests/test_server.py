@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from opentelemetry.trace import Status, StatusCode
 
+from tests.conftest import installed
 from tests.sdk_agents import agent_run, chat, provider, step, tool
 
 
@@ -83,7 +84,6 @@ def test_unknown_model_is_counted_unpriced(server) -> None:
 
 def test_metrics_pass_promtool_check(server) -> None:
     """The exposition is valid for Prometheus's own linter (promtool from the prometheus package)."""
-    import shutil
     import subprocess
 
     tp = provider("grpc", server.grpc_endpoint)
@@ -92,8 +92,7 @@ def test_metrics_pass_promtool_check(server) -> None:
         for _ in range(3):
             step(tracer, "query_prometheus", {"q": "up"})
     server.wait_for(lambda: server.sample("mast_traces_total") == 1)
-    promtool = shutil.which("promtool")
-    assert promtool, "promtool is installed by .ci/run (Debian package prometheus)"
+    promtool = installed("promtool")
     result = subprocess.run([promtool, "check", "metrics"], input=server.metrics(), capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     tp.shutdown()
