@@ -63,6 +63,31 @@ class Increment:
         self.repeated_by_tool, self.wasted_tokens, self.wasted_cost = repeated_by_tool, wasted_tokens, wasted_cost
 
 
+@dataclass(init=False)
+class LiveFindings:
+    """All of one trace's findings so far, for those who act on a run while it goes on (a stop signal). Told each
+    time they change, before the labels are final: `agent` is the one the spans have named so far. `final` once
+    the trace is classified."""
+
+    trace_id: bytes
+    service: str
+    agent: str
+    findings: list[Finding]
+    wasted_tokens: int
+    wasted_cost: float
+    final: bool
+
+    def __init__(self, trace_id: bytes, service: str, agent: str, findings: list[Finding], wasted_tokens: int,
+                 wasted_cost: float, final: bool) -> None:
+        self.trace_id, self.service, self.agent, self.findings = trace_id, service, agent, findings
+        self.wasted_tokens, self.wasted_cost, self.final = wasted_tokens, wasted_cost, final
+
+
+class LiveListener(Protocol):
+    def findings_changed(self, changes: list[LiveFindings]) -> None:
+        """Called on the processor's thread: must not block (queue, and return)."""
+
+
 NO_WASTE: Final = Waste()  # the waste of a trace without repeated steps; shared, never changed
 NO_INCREMENT: Final = Increment("", "", [], {}, {}, {})  # nothing new for the counters; shared, never changed
 
@@ -100,9 +125,11 @@ def _diff(new: dict, old: dict) -> dict:
 
 class Processor:
     def __init__(self, config: ProcessorConfig, exporters: Iterable[Exporter],
-                 telemetry: Telemetry | None = None, judge: JudgeOffer | None = None) -> None:
+                 telemetry: Telemetry | None = None, judge: JudgeOffer | None = None,
+                 listeners: Iterable[LiveListener] = ()) -> None:
         self.config = config
         self.judge = judge
+        self.listeners = list(listeners)
         self.exporters = list(exporters)
         self.telemetry = telemetry = telemetry or NullTelemetry()
         self._deferred: dict[Trace, None] = {}  # live findings waiting for the root or decision_wait
@@ -281,6 +308,8 @@ class Processor:
         open_traces = [trace for trace in touched if not trace.completed]  # (one completed: its verdict had it all)
         engine.prepare(open_traces)  # the detectors of its new traces, made in one pass
         changed_traces = [trace for trace in open_traces if engine.catch_up(trace)]
+        if changed_traces and self.listeners:
+            self._tell([(trace, trace.classifier.findings or NO_FINDINGS) for trace in changed_traces], False)
         ready = self._ready(changed_traces, now) if changed_traces else changed_traces
         if ready:
             self._publish_live(ready)
@@ -354,6 +383,26 @@ class Processor:
                 waste.add(f.code, f.repeated, trace.llm_steps)
         return waste
 
+    def _tell(self, traces: list[tuple[Trace, dict[str, Finding]]], final: bool) -> None:
+        """The listeners hear every trace whose findings changed, at once (not after `decision_wait`)."""
+        changes = []
+        for trace, found in traces:
+            findings = list(found.values())
+            waste = self._waste(trace, findings)
+            tokens, cost = 0, 0.0
+            for n in waste.tokens.values():
+                tokens += n
+            for usd in waste.cost.values():
+                cost += usd
+            service = trace.first().service
+            changes.append(LiveFindings(trace.trace_id, service, trace.agent() or service, findings, tokens, cost,
+                                        final))
+        for listener in self.listeners:
+            try:
+                listener.findings_changed(changes)
+            except Exception:
+                log.exception("listener %s failed on %d traces' findings", type(listener).__name__, len(changes))
+
     def _publish_live(self, traces: list[Trace]) -> None:
         increments: list[Increment] = []
         for trace in traces:
@@ -391,6 +440,8 @@ class Processor:
             except Exception:  # one failing exporter costs the others (and the processor's thread) nothing
                 log.exception("exporter %s failed on %d verdicts; they are lost to it", type(exporter).__name__,
                               len(verdicts))
+        if self.listeners:
+            self._tell([(trace, found[i]) for i, (trace, _) in enumerate(completed) if found[i]], True)
         if self.classified is not None or self.journal is not None:  # after the store queued their rows
             ids = [trace.trace_id for trace, _ in completed]
             if self.classified is not None:

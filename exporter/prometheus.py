@@ -158,9 +158,11 @@ class PrometheusExporter:
     """mast_*: what the agents are doing. Implements the processor's Exporter protocol."""
 
     def __init__(self, config: PrometheusExporterConfig, registry: CollectorRegistry | None = None,
-                 pages: Mapping[str, bytes] | None = None) -> None:
+                 pages: Mapping[str, bytes] | None = None,
+                 api: Mapping[str, Callable[[str], tuple[int, dict[str, Any]]]] | None = None) -> None:
         self.config = config
         self.pages = dict(pages or {})  # path -> an HTML page served beside /metrics, without auth: static text
+        self.api = dict(api or {})  # path prefix -> the JSON reply to a GET under it (with auth, as /metrics)
         self.registry = registry = registry or CollectorRegistry()
         self.self_metrics = SelfMetrics(registry)
         self.limit = LabelLimiter(config.max_label_values, lambda label: self.self_metrics.label_overflow.labels(
@@ -190,6 +192,10 @@ class PrometheusExporter:
             self._refusals.refuse("unauthenticated", "no valid bearer token", request.remote)
             return web.Response(status=401, text="send Authorization: Bearer <token>\n",
                                 headers={"WWW-Authenticate": 'Bearer realm="mastwatch"'})
+        for prefix, answer in self.api.items():
+            if request.path.startswith(prefix):
+                status, body = answer(request.path)
+                return web.json_response(body, status=status)
         if request.path not in ("/metrics", "/"):
             return web.Response(status=404, text="metrics are at /metrics\n")
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))

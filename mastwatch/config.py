@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mastwatch.collector.config import ProcessorConfig
 from mastwatch.collector.judge.stage import JudgeConfig
@@ -24,6 +24,7 @@ from mastwatch.collector.receiver import ReceiverConfig
 from mastwatch.dashboards.settings import DashboardsConfig, RulesConfig
 from mastwatch.exporter.prometheus import PrometheusExporterConfig
 from mastwatch.exporter.store import StoreConfig
+from mastwatch.exporter.webhook import WebhookConfig
 
 ENV_PREFIX = "MASTWATCH_"
 
@@ -36,6 +37,8 @@ class ExportersConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     prometheus: PrometheusExporterConfig = PrometheusExporterConfig()
     store: StoreConfig = StoreConfig()
+    webhooks: list[WebhookConfig] = Field(default_factory=list, description="endpoints told of selected findings "
+                                          "and spend while a run goes on")
 
 
 class Config(BaseModel):

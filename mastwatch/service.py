@@ -8,13 +8,16 @@ import os
 import threading
 
 from mastwatch.collector.judge.stage import Judge
-from mastwatch.collector.processor import Processor
+from mastwatch.collector.processor import LiveListener, Processor
 from mastwatch.collector.receiver.grpc_server import GrpcReceiver
 from mastwatch.collector.receiver.http_server import OtlpHttpServer
 from mastwatch.config import Config
 from mastwatch.dashboards import runbooks
+from mastwatch.exporter import recent
 from mastwatch.exporter.prometheus import JudgeMetrics, PrometheusExporter
+from mastwatch.exporter.recent import RecentFindings
 from mastwatch.exporter.store import StoreExporter
+from mastwatch.exporter.webhook import WebhookNotifier
 
 log = logging.getLogger(__name__)
 # Buffered traces are many long-lived objects, and a completed trace is freed by reference counting (nothing
@@ -30,7 +33,11 @@ GC_THRESHOLDS = (2_000_000, 20, 100)
 class Service:
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.prometheus = PrometheusExporter(config.exporters.prometheus, pages={runbooks.PATH: runbooks.page()})
+        self.recent = RecentFindings()  # asked by agents about their own run (mastwatch.guard)
+        self.prometheus = PrometheusExporter(config.exporters.prometheus, pages={runbooks.PATH: runbooks.page()},
+                                             api={recent.PATH: self.recent.answer})
+        self.webhooks = WebhookNotifier(config.exporters.webhooks, self.prometheus.registry) \
+            if config.exporters.webhooks else None
         telemetry = self.prometheus.self_metrics
         telemetry.queue_capacity.labels("spans").set(config.processor.queue_spans)
         telemetry.queue_capacity.labels("bytes").set(config.processor.queue_mib << 20)
@@ -47,7 +54,8 @@ class Service:
                 "late_span_memory_path": processor.late_span_memory_path or os.path.join(base, "classified-traces"),
                 "journal_path": (processor.journal_path or os.path.join(base, "journal")) if processor.journal
                 else None})
-        self.processor = Processor(processor, exporters, telemetry, self.judge)
+        listeners: list[LiveListener] = [self.recent, *([self.webhooks] if self.webhooks else [])]
+        self.processor = Processor(processor, exporters, telemetry, self.judge, listeners)
         # what the previous process had acknowledged and not classified, but for traces the store has rows of
         self.processor.recover(self.store.holding if self.store is not None else None)
         r = config.receiver
@@ -92,4 +100,6 @@ class Service:
         if self.http:
             self.http.stop()
         self.processor.shutdown()
+        if self.webhooks:
+            self.webhooks.shutdown()
         log.info("mastwatch stopped")
