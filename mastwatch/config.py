@@ -22,6 +22,7 @@ from mastwatch.collector.config import ProcessorConfig
 from mastwatch.collector.judge.stage import JudgeConfig
 from mastwatch.collector.receiver import ReceiverConfig
 from mastwatch.dashboards.settings import DashboardsConfig, RulesConfig
+from mastwatch.exporter.evaluations import EvaluationEventsConfig
 from mastwatch.exporter.prometheus import PrometheusExporterConfig
 from mastwatch.exporter.store import StoreConfig
 from mastwatch.exporter.webhook import WebhookConfig
@@ -39,6 +40,7 @@ class ExportersConfig(BaseModel):
     store: StoreConfig = StoreConfig()
     webhooks: list[WebhookConfig] = Field(default_factory=list, description="endpoints told of selected findings "
                                           "and spend while a run goes on")
+    evaluations: EvaluationEventsConfig = EvaluationEventsConfig()
 
 
 class Config(BaseModel):

@@ -8,12 +8,13 @@ import os
 import threading
 
 from mastwatch.collector.judge.stage import Judge
-from mastwatch.collector.processor import LiveListener, Processor
+from mastwatch.collector.processor import Exporter, LiveListener, Processor
 from mastwatch.collector.receiver.grpc_server import GrpcReceiver
 from mastwatch.collector.receiver.http_server import OtlpHttpServer
 from mastwatch.config import Config
 from mastwatch.dashboards import runbooks
 from mastwatch.exporter import recent
+from mastwatch.exporter.evaluations import EvaluationEventsExporter
 from mastwatch.exporter.prometheus import JudgeMetrics, PrometheusExporter
 from mastwatch.exporter.recent import RecentFindings
 from mastwatch.exporter.store import StoreExporter
@@ -42,7 +43,9 @@ class Service:
         telemetry.queue_capacity.labels("spans").set(config.processor.queue_spans)
         telemetry.queue_capacity.labels("bytes").set(config.processor.queue_mib << 20)
         self.store = StoreExporter(config.exporters.store, telemetry) if config.exporters.store.enabled else None
-        exporters = [self.prometheus] + ([self.store] if self.store else [])
+        exporters: list[Exporter] = [self.prometheus] + ([self.store] if self.store else [])
+        if config.exporters.evaluations.enabled:
+            exporters.append(EvaluationEventsExporter(config.exporters.evaluations))
         self.judge = None
         if config.judge.enabled:
             judge_metrics = JudgeMetrics(self.prometheus)
