@@ -10,7 +10,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,9 @@ Query = Callable[[str], list[dict[str, Any]]]
 PALETTE = ["#3274d9", "#e0752d", "#56a64b", "#a352cc", "#e02f44", "#8ab8ff", "#f2cc0c", "#73bf69", "#ff9830"]
 
 
-def _interval(range_s: int, points: int = 60) -> int:
-    """A round interval giving about `points` buckets, as Grafana's $__interval does."""
+def _interval(range_s: int, points: int = 40) -> int:
+    """A round interval giving at most `points` buckets (tens of bars: each stays readable), as Grafana's
+    $__interval does."""
     for step in (1, 5, 10, 30, 60, 300, 600, 900, 1800, 3600, 10800, 21600, 43200, 86400):
         if range_s / step <= points:
             return step
@@ -95,22 +96,47 @@ def _series(rows: list[dict[str, Any]]) -> tuple[list[datetime], dict[str, list[
     return [_time(t) for t in times], series
 
 
-def _draw_timeseries(ax: plt.Axes, panel: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+UNIT_NAMES = {"currencyUSD": "USD", "percentunit": "share", "short": "", "": ""}
+
+
+def _per(seconds: int) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def _draw_timeseries(ax: plt.Axes, panel: dict[str, Any], rows: list[dict[str, Any]], bucket_s: int) -> None:
+    """Stacked bars, one per bucket of `bucket_s` (the query's own interval); the axes say what a bar counts, per
+    how long, and on what day."""
     times, series = _series(rows)
-    width = (times[1] - times[0]) * 0.8 if len(times) > 1 else 0.0005
+    bucket = timedelta(seconds=bucket_s)
     bottom = [0.0] * len(times)
     for i, (name, values) in enumerate(sorted(series.items())):
-        ax.bar(times, values, width=width, bottom=bottom, label=name, color=PALETTE[i % len(PALETTE)])
+        ax.bar(times, values, width=bucket * 0.8, bottom=bottom, align="edge", label=name,
+               color=PALETTE[i % len(PALETTE)])
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    ax.yaxis.set_major_formatter(_axis_format(_units(panel)[""]))
-    locator = mdates.AutoDateLocator()
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    unit = _units(panel)[""]
+    ax.yaxis.set_major_formatter(_axis_format(unit))
+    value = [k for k in rows[0] if k != "time" and not isinstance(rows[0][k], str)][-1]
+    counted = UNIT_NAMES.get(unit, unit) or value.replace("_", " ")
+    ax.set_ylabel(f"{counted} per {_per(bucket_s)}", fontsize=8)
+    ax.set_xlim(times[0] - bucket * 0.5, times[-1] + bucket * 1.5)
+    span = (times[-1] - times[0]).total_seconds() + bucket_s
+    ax.xaxis.set_major_locator(mdates.AutoDateLocator(minticks=3, maxticks=8))
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S" if span < 600 else "%H:%M" if span < 2 * 86400
+                                                      else "%b %d %H:%M"))
+    days = sorted({t.strftime("%Y-%m-%d") for t in times})
+    ax.set_xlabel(f"time (UTC), {days[0]}" + (f" to {days[-1]}" if len(days) > 1 else ""), fontsize=8)
     ax.legend(fontsize=7, loc="upper left", frameon=False)
 
 
-def _bar_column(panel: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[list[str], list[float], str] | None:
-    """A table sorted by a numeric column is also drawn as bars of that column."""
+Bars = tuple[list[str], list[float], str, list[str]]  # labels, values, column, a note per bar
+
+
+def _bar_column(panel: dict[str, Any], rows: list[dict[str, Any]]) -> Bars | None:
+    """A table sorted by a numeric column is also drawn as bars of that column. A cost of 0 for tokens that were
+    spent is a model without a price, not a free one: its bar says so."""
     sort = panel["options"].get("sortBy") or []
     if not sort or not rows:
         return None
@@ -118,15 +144,31 @@ def _bar_column(panel: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[list
     keys = [k for k in ("failure_mode", "tool", "model", "agent", "service") if k in rows[0]]
     ordered = sorted(rows, key=lambda r: r[column], reverse=True)[:10]
     labels = [" / ".join(str(r[k]) for k in reversed(keys)) for r in ordered]
-    return labels, [float(r[column]) for r in ordered], column
+    usd = _units(panel).get(column) == "currencyUSD"
+    notes = [f"unpriced model: {_fmt(r['wasted_tokens'], '')} tokens, cost unknown"
+             if usd and not r[column] and r.get("wasted_tokens") else "" for r in ordered]
+    return labels, [float(r[column]) for r in ordered], column, notes
 
 
-def _draw_bars(ax: plt.Axes, panel: dict[str, Any], bars: tuple[list[str], list[float], str]) -> None:
-    labels, values, column = bars
-    ax.barh(labels[::-1], values[::-1], color=PALETTE[0])
+def _draw_bars(ax: plt.Axes, panel: dict[str, Any], bars: Bars) -> None:
+    """Horizontal bars labelled inside the plot (not by tick labels), so that every chart's plot area starts at
+    the same place whatever its labels' lengths."""
+    labels, values, column, notes = bars
+    labels, values, notes = labels[::-1], values[::-1], notes[::-1]  # the largest on top
+    positions = range(len(values))
+    ax.barh(positions, values, color=PALETTE[0], alpha=0.85)
+    ax.set_yticks([])
+    top = max(values) or 1.0
+    ax.set_xlim(0, top * 1.05)
+    for y, label, note in zip(positions, labels, notes, strict=True):
+        ax.text(top * 0.01, y, label + (f"  ({note})" if note else ""), va="center", fontsize=8,
+                color="#b00020" if note else "#111",
+                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.7, "linewidth": 0})
     unit = _units(panel).get(column, "")
     ax.xaxis.set_major_formatter(_axis_format(unit))
-    ax.set_xlabel(column, fontsize=8)
+    name, unit_name = column.replace("_", " "), UNIT_NAMES.get(unit, "")
+    shown = unit_name and unit_name.lower() not in name.lower().split()  # "wasted usd" needs no "(USD)"
+    ax.set_xlabel(name + (f" ({unit_name})" if shown else ""), fontsize=8)
 
 
 def _table_html(panel: dict[str, Any], rows: list[dict[str, Any]], trace_url: str) -> str:
@@ -166,16 +208,31 @@ def panels(config: Config) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def run(query: Query, config: Config, since_s: float, now: float | None = None) -> list[tuple[str, dict, list]]:
-    """Each reported panel with the rows its query returns for the last `since_s` seconds."""
+Results = list[tuple[str, dict, list]]
+
+
+def window(query: Query, config: Config, since_s: float, now: float | None = None) -> TimeRange:
+    """The last `since_s` seconds, narrowed to when the store has runs (a two-minute demo is drawn over its two
+    minutes, not as one bar of a day), bucketed into tens of intervals."""
     end = int(now if now is not None else time.time())
     start = end - int(since_s)
-    window = TimeRange(start, end, _interval(end - start), variables={"service": Variable(ALL, all_value=".*")})
-    return [(row, panel, query(expand_sql(panel["targets"][0]["rawSql"], window))) for row, panel in
-            panels(config)]
+    rows = query(f"SELECT toUnixTimestamp(min(started_at)) AS first FROM {config.exporters.store.database}.mast_traces "
+                 f"WHERE started_at >= toDateTime({start})")
+    first = int(rows[0]["first"]) if rows and rows[0]["first"] else start
+    start = max(start, first)
+    interval = _interval(max(end - start, 1))
+    start -= start % interval  # buckets on round times
+    return TimeRange(start, end, interval, variables={"service": Variable(ALL, all_value=".*")})
 
 
-def render_html(results: list[tuple[str, dict, list]], config: Config, since: str) -> str:
+def run(query: Query, config: Config, since_s: float, now: float | None = None) -> tuple[Results, TimeRange]:
+    """Each reported panel with the rows its query returns for the last `since_s` seconds, and the range used."""
+    chosen = window(query, config, since_s, now)
+    return [(row, panel, query(expand_sql(panel["targets"][0]["rawSql"], chosen))) for row, panel in
+            panels(config)], chosen
+
+
+def render_html(results: Results, config: Config, since: str, bucket_s: int) -> str:
     parts, row = [], None
     for title, panel, rows in results:
         if title != row:
@@ -186,7 +243,7 @@ def render_html(results: list[tuple[str, dict, list]], config: Config, since: st
             parts.append("<p class=empty>No data in this range.</p>")
         elif panel["type"] == "timeseries":
             fig, ax = plt.subplots(figsize=(9, 3))
-            _draw_timeseries(ax, panel, rows)
+            _draw_timeseries(ax, panel, rows, bucket_s)
             parts.append(_svg(fig))
         elif panel["type"] == "stat":
             parts.append(_stat_html(panel, rows))
@@ -216,7 +273,7 @@ text-align:left;vertical-align:top}} th{{background:#f3f5f8}} svg{{max-width:100
 """
 
 
-def render_png(results: list[tuple[str, dict, list]], path: Path) -> None:
+def render_png(results: Results, path: Path, bucket_s: int) -> None:
     charts = [(p, rows) for _, p, rows in results if rows and (p["type"] == "timeseries" or _bar_column(p, rows))]
     cols = 2
     fig, axes = plt.subplots(math.ceil(len(charts) / cols), cols, figsize=(14, 3.6 * math.ceil(len(charts) / cols)),
@@ -224,9 +281,11 @@ def render_png(results: list[tuple[str, dict, list]], path: Path) -> None:
     for ax, (panel, rows) in zip(axes.flat, charts, strict=False):
         ax.set_title(panel["title"], fontsize=11, loc="left")
         if panel["type"] == "timeseries":
-            _draw_timeseries(ax, panel, rows)
+            _draw_timeseries(ax, panel, rows, bucket_s)
         else:
-            _draw_bars(ax, panel, _bar_column(panel, rows))
+            bars = _bar_column(panel, rows)
+            assert bars is not None  # charts holds only panels that have them
+            _draw_bars(ax, panel, bars)
     for ax in list(axes.flat)[len(charts):]:
         ax.axis("off")
     fig.suptitle("mastwatch: failure modes and repeated-step spend (from the store)", fontsize=13, x=0.01,
@@ -246,12 +305,12 @@ def main_report(config: Config, out: Path, png: Path | None, since: str) -> int:
         return 2
     engine = ChdbEngine(config.exporters.store.path, create=False)
     try:
-        results = run(engine.query, config, since_s)
+        results, chosen = run(engine.query, config, since_s)
     finally:
         engine.close()
-    out.write_text(render_html(results, config, since), encoding="utf-8")
+    out.write_text(render_html(results, config, since, chosen.interval_s), encoding="utf-8")
     print(out)
     if png:
-        render_png(results, png)
+        render_png(results, png, chosen.interval_s)
         print(png)
     return 0

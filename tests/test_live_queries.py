@@ -242,14 +242,20 @@ def test_every_clickhouse_panel_query_runs_on_the_store(live: Live) -> None:
 
 def test_the_report_renders_the_store_panels(live: Live, tmp_path: Path) -> None:
     live.service.store.flush()
-    results = report.run(live.service.store.query, live.config, 600)
+    results, chosen = report.run(live.service.store.query, live.config, 86400)
     assert len(results) == len(report.panels(live.config)) == 12
     assert all(rows or panel["title"] in STORE_MAY_BE_EMPTY for _, panel, rows in results)
-    page = report.render_html(results, live.config, "10m")
+    # a day asked for, the demo's minute drawn: the range starts at its first run, in buckets of seconds
+    assert chosen.end - chosen.start < 600 and chosen.interval_s <= 30
+    page = report.render_html(results, live.config, "24h", chosen.interval_s)
+    assert f"per {chosen.interval_s} s" in page and "time (UTC)" in page
+    unpriced = [r for _, panel, rows in results if panel["title"] == "Wasted spend by agent (store)" for r in rows
+                if not r["wasted_usd"] and r["wasted_tokens"]]
+    assert ("unpriced model" in page) == bool(unpriced)
     assert page.count("<svg") == 7 and "Costliest looping runs" in page and "Tools repeated most (store)" in page
     assert "final answer claims success" in page  # FM-3.3's latest reason, in the findings by mode
     assert re.search(r"FM-\d\.\d \((content|structure)\): \w", page)  # recent traces: each mode's basis and reason
     assert 'href="http://localhost:16686/trace/' in page and "$__" not in page
     png = tmp_path / "report.png"
-    report.render_png(results, png)
+    report.render_png(results, png, chosen.interval_s)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
