@@ -15,6 +15,7 @@ from typing import Any
 
 from mastwatch import __version__
 from mastwatch.config import Config, ConfigError, load, set_overrides
+from mastwatch.durations import parse_duration
 
 log = logging.getLogger("mastwatch")
 
@@ -361,10 +362,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _seconds(least: float) -> Callable[[str], float]:
     def parse(value: str) -> float:
+        """Seconds, or a duration as the settings write them (90s, 2m, 250ms)."""
         try:
             seconds = float(value)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+            try:
+                seconds = parse_duration(value)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds nor a duration such as "
+                                                 "90s or 2m") from None
         if not seconds >= least:  # NaN too
             raise argparse.ArgumentTypeError(f"{value} must be at least {least:g}")
         return seconds

@@ -29,8 +29,9 @@ def _run(*args: str, cwd: Path) -> tuple[int, list[str]]:
     (("report", "--out", "r.html", "--store-path", "missing"), "no store at"),
     (("demo", "--pace", "-1"), "--pace: -1 must be at least 0.001"),
     (("demo", "--duration", "nan"), "--duration: nan must be at least 0"),
+    (("demo", "--duration", "two minutes"), "--duration: 'two minutes' is not a number of seconds nor a duration"),
 ], ids=["replay-empty", "replay-not-otlp", "top-bad-mode", "top-bad-limit", "top-no-store", "report-no-store",
-        "demo-negative-pace", "demo-nan-duration"])
+        "demo-negative-pace", "demo-nan-duration", "demo-bad-duration"])
 def test_a_wrong_command_is_one_clear_line(tmp_path: Path, args: tuple[str, ...], says: str) -> None:
     (tmp_path / "empty.json").write_text("")
     (tmp_path / "text.txt").write_text("hello world\n")
@@ -58,3 +59,9 @@ def test_a_store_another_process_holds_is_one_clear_line(tmp_path: Path) -> None
     finally:
         first.terminate()
         first.wait(60)
+
+
+def test_durations_are_written_as_the_settings_write_them() -> None:
+    from mastwatch.cli import _seconds
+
+    assert _seconds(0)("120") == _seconds(0)("2m") == 120.0 and _seconds(0.001)("250ms") == 0.25
