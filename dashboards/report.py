@@ -141,7 +141,8 @@ def _bar_column(panel: dict[str, Any], rows: list[dict[str, Any]]) -> Bars | Non
     if not sort or not rows:
         return None
     column = sort[0]["displayName"]
-    keys = [k for k in ("failure_mode", "tool", "model", "agent", "service") if k in rows[0]]
+    keys = [k for k in ("failure_mode", "mode", "tool", "model", "agent", "agent_name", "service", "service_name")
+            if k in rows[0]]
     ordered = sorted(rows, key=lambda r: r[column], reverse=True)[:10]
     labels = [" / ".join(str(r[k]) for k in reversed(keys)) for r in ordered]
     usd = _units(panel).get(column) == "currencyUSD"
@@ -275,9 +276,8 @@ text-align:left;vertical-align:top}} th{{background:#f3f5f8}} svg{{max-width:100
 
 def render_png(results: Results, path: Path, bucket_s: int) -> None:
     charts = [(p, rows) for _, p, rows in results if rows and (p["type"] == "timeseries" or _bar_column(p, rows))]
-    cols = 2
-    fig, axes = plt.subplots(math.ceil(len(charts) / cols), cols, figsize=(14, 3.6 * math.ceil(len(charts) / cols)),
-                             squeeze=False)
+    cols, rows_of_charts = 2, max(1, math.ceil(len(charts) / 2))  # an empty store still gets its page
+    fig, axes = plt.subplots(rows_of_charts, cols, figsize=(14, 3.6 * rows_of_charts), squeeze=False)
     for ax, (panel, rows) in zip(axes.flat, charts, strict=False):
         ax.set_title(panel["title"], fontsize=11, loc="left")
         if panel["type"] == "timeseries":
@@ -288,6 +288,8 @@ def render_png(results: Results, path: Path, bucket_s: int) -> None:
             _draw_bars(ax, panel, bars)
     for ax in list(axes.flat)[len(charts):]:
         ax.axis("off")
+    if not charts:
+        axes.flat[0].text(0, 0.5, "No data in this range.", fontsize=12)
     fig.suptitle("mastwatch: failure modes and repeated-step spend (from the store)", fontsize=13, x=0.01,
                  ha="left")
     fig.tight_layout()

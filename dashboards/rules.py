@@ -73,6 +73,8 @@ def recording(config: Config) -> list[dict[str, Any]]:
 
 def alerts(config: Config) -> list[dict[str, Any]]:
     rising, spend, health = config.rules.rising, config.rules.wasted_spend, config.rules.health
+    topology = config.dashboards.topology_labels
+    nw = duration(config.rules.new_signature.window)
     mode = MODES[rising.failure_mode]
     code = rising.failure_mode.replace("-", "").replace(".", "").lower()
     w, base, sw = duration(rising.window), duration(rising.baseline), duration(spend.window)
@@ -99,6 +101,14 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                f"Model calls that produced repeated steps (FM-1.3) of {{{{ $labels.agent }}}} cost "
                f"{{{{ $value | printf \"%.2f\" }}}} USD over the last {sw}, over its budget (rules.wasted_spend: "
                f"{spend.budget_usd:g} USD unless the agent has its own)."),
+        _alert(config, "MastNewFailureSignature",
+               f"sum by ({group(*topology, 'service', 'agent', 'failure_mode')}) "
+               f"(increase(mast_new_failure_signatures_total[{nw}])) > 0", 0, "info",
+               "New recurring failure of {{ $labels.agent }}: {{ $labels.failure_mode }}",
+               f"A failure signature of {{{{ $labels.agent }}}} ({{{{ $labels.service }}}}) showing "
+               f"{{{{ $labels.failure_mode }}}}, not seen before, has recurred in "
+               f"{config.exporters.prometheus.signature_min_runs} runs within the last {nw}. "
+               f"`mastwatch top signatures --new-since {nw}` names it, with an example trace."),
         _alert(config, "MastwatchRejectingSpans",
                f"sum by ({instance}) (rate(mastwatch_spans_rejected_total{{{job}}}[5m]))\n"
                f"/ sum by ({instance}) (rate(mastwatch_spans_received_total{{{job}}}[5m])) > "

@@ -127,6 +127,16 @@ def failure_store(grid: Grid, config: Config, scope: Dialect, fleet: bool) -> No
                        "confirmed or rejected, modes found that no detector saw, and agreement = confirmed / "
                        "(confirmed + rejected). Empty without the judge.", [sql(q.JUDGE_VERDICTS, db, scope)],
                        overrides=[override("agreement", unit="percentunit", decimals=0)]), 12, 7)
+    if fleet:
+        grid.add(table("Failure signatures", "Recurring problems: findings grouped by agent, mode, tools and reason "
+                       "with its values masked. Runs in the range against all time (a new problem has both equal), "
+                       "first and last seen, waste, models, and an example trace (trace_id opens it).",
+                       [sql(q.SIGNATURES, db, scope)],
+                       overrides=[override("first_seen_at", custom__width=190),
+                                  override("last_seen_at", custom__width=190),
+                                  override("wasted_usd", unit="currencyUSD", decimals=4),
+                                  override("latest_reason", custom__width=420),
+                                  trace_link(config.dashboards.trace_url)], sort_by="runs_in_range"), 24, 9)
     grid.add(table("Recent traces with findings", "The latest traces with findings: their modes, each mode's "
                    "basis and reason, the highest confidence, and the evidence span ids. trace_id opens the trace "
                    "in the trace UI (dashboards.trace_url).", [sql(q.RECENT_FAILING_TRACES, db, scope)],

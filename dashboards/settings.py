@@ -76,6 +76,12 @@ class WastedSpendRule(BaseModel):
     hold: Duration = Field(300.0, ge=0)
 
 
+class NewSignatureRule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    window: Duration = Field(3600.0, ge=60, description="fire while a new failure signature reached "
+                             "exporters.prometheus.signature_min_runs runs within this window")
+
+
 class HealthRules(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rejected_ratio: float = Field(0.01, gt=0, le=1, description="share of received spans rejected that alerts")
@@ -94,6 +100,7 @@ class RulesConfig(BaseModel):
                              "case. mastwatch serves the runbooks at /runbooks on its metrics port")
     rising: RisingModeRule = RisingModeRule()
     wasted_spend: WastedSpendRule = WastedSpendRule()
+    new_signature: NewSignatureRule = NewSignatureRule()
     health: HealthRules = HealthRules()
 
     @field_validator("runbook_url")

@@ -40,6 +40,8 @@ class PrometheusExporterConfig(BaseModel):
     max_label_values: int = Field(200, ge=1, description="distinct values per span-derived label")
     max_series: int = Field(10_000, ge=10, description="label sets per mast_* family; past it new ones are counted "
                             "with their span-derived labels `other` (one such set per value of the other labels)")
+    signature_min_runs: int = Field(3, ge=1, description="a failure signature counts in "
+                                    "mast_new_failure_signatures_total once it has shown in this many runs")
     tls: TLSConfig | None = Field(None, description="serve /metrics over HTTPS (configtls)")
     auth: AuthConfig | None = Field(None, description="require `Authorization: Bearer <token>` (bearertokenauth)")
 

@@ -248,7 +248,8 @@ def cmd_top(args: argparse.Namespace, config: Config) -> int:
     now = time.time_ns()
     try:
         filters = Filters(time_bound(args.since, now), time_bound(args.until, now), service=args.service or "",
-                          agent=args.agent or "", model=args.model or "", mode=args.mode or "", limit=args.limit)
+                          agent=args.agent or "", model=args.model or "", mode=args.mode or "", limit=args.limit,
+                          new_since_ns=time_bound(args.new_since, now) if args.new_since else 0)
     except ValueError as e:
         print(f"mastwatch top: {e}", file=sys.stderr)
         return 2
@@ -329,15 +330,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "NAME (default: exporters.store.cluster)")
     schema.add_argument("--database", metavar="DB", type=_identifier, help="default: exporters.store.database")
     top = sub.add_parser("top", help="what the store holds: waste by agent and tool, by model, by tool; failure "
-                         "modes, failing traces, the judge's verdicts")
+                         "modes, failing traces, the judge's verdicts, failure signatures (recurring problems)")
     _common(top)
-    top.add_argument("what", choices=["waste", "models", "tools", "failures", "traces", "judge"])
+    top.add_argument("what", choices=["waste", "models", "tools", "failures", "traces", "judge", "signatures"])
     top.add_argument("--since", default="24h", help="a duration back from now (24h, 7d) or a UTC time (default: 24h)")
     top.add_argument("--until", default="now", help="now, a duration back from now, or a UTC time (default: now)")
     top.add_argument("--service", help="only this service")
     top.add_argument("--agent", help="only this agent")
     top.add_argument("--model", help="only this model (waste, models, tools, traces)")
-    top.add_argument("--mode", metavar="FM-x.y", type=_mode, help="traces: only those showing this failure mode")
+    top.add_argument("--mode", metavar="FM-x.y", type=_mode, help="traces, signatures: only this failure mode")
+    top.add_argument("--new-since", metavar="WHEN", help="signatures: only those first seen since (24h, or a UTC "
+                     "time)")
     top.add_argument("--limit", type=_positive_int, default=20, help="rows (default: 20)")
     top.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
     dashboards = sub.add_parser("dashboards", help="write the Grafana dashboards and provisioning files")

@@ -17,6 +17,7 @@ from mastwatch.exporter import recent
 from mastwatch.exporter.evaluations import EvaluationEventsExporter
 from mastwatch.exporter.prometheus import JudgeMetrics, PrometheusExporter
 from mastwatch.exporter.recent import RecentFindings
+from mastwatch.exporter.signatures import NewSignatures
 from mastwatch.exporter.store import StoreExporter
 from mastwatch.exporter.webhook import WebhookNotifier
 
@@ -44,6 +45,9 @@ class Service:
         telemetry.queue_capacity.labels("bytes").set(config.processor.queue_mib << 20)
         self.store = StoreExporter(config.exporters.store, telemetry) if config.exporters.store.enabled else None
         exporters: list[Exporter] = [self.prometheus] + ([self.store] if self.store else [])
+        exporters.append(NewSignatures(self.prometheus.registry, self.prometheus.limit,
+                                       config.exporters.prometheus.signature_min_runs,
+                                       self.store.known_signatures() if self.store else ()))
         if config.exporters.evaluations.enabled:
             exporters.append(EvaluationEventsExporter(config.exporters.evaluations))
         self.judge = None

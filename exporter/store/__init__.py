@@ -27,7 +27,7 @@ from mastwatch.threads import name_os_thread
 
 from .queue import Batch, DurableQueue
 from .records import block_rows, decode, encode, encode_judgement
-from .schema import TABLES, Layout, migrate
+from .schema import FINDINGS_V4_WIDTH, TABLES, Layout, migrate
 
 log = logging.getLogger(__name__)
 _IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -203,13 +203,15 @@ class StoreExporter:
         if batch.attempts:
             self.telemetry.store_retried()
         batch.attempts += 1
-        written = {}
+        written: dict[str, int] = {}
         for name, body in decode(batch).items():
             if body:
+                table, _, version = name.partition("@")  # mast_findings@3: a queued record's older columns
+                columns = TABLES[table].columns[:FINDINGS_V4_WIDTH] if version else TABLES[table].columns
                 started = time.perf_counter()
-                self.engine.insert(f"{self.config.database}.{name}", TABLES[name].columns, body, batch.token(name))
+                self.engine.insert(f"{self.config.database}.{table}", columns, body, batch.token(name))
                 self.telemetry.store_insert_seconds(time.perf_counter() - started)
-                written[name] = block_rows(body)
+                written[table] = written.get(table, 0) + block_rows(body)
         return written
 
     def _run(self) -> None:
@@ -263,6 +265,18 @@ class StoreExporter:
 
     def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         return self.engine.query(sql, params)
+
+    def known_signatures(self, limit: int = 100_000) -> list[tuple[str, int]]:
+        """The failure signatures the store holds and their runs, the most recently seen last ([] when the store
+        cannot answer)."""
+        try:
+            rows = self.engine.query(f"SELECT signature, toUInt64(uniqMerge(runs)) AS runs FROM "
+                                     f"{self.table('mast_signatures')} GROUP BY signature ORDER BY max(last_seen) "
+                                     f"DESC LIMIT {int(limit)}")
+        except Exception as e:
+            log.warning("store: cannot read the known failure signatures (%s); all count as new", e)
+            return []
+        return [(row["signature"], int(row["runs"])) for row in reversed(rows)]
 
     def holding(self, trace_ids: Collection[bytes], timeout: float = 10.0) -> set[bytes] | None:
         """Which of these traces have rows, once the rows queued now (those a stopped process left among them) are

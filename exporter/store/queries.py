@@ -11,6 +11,7 @@ A query is a template over placeholders that a `Dialect` writes:
     {range}     the time range alone
     {bucket}    the time bucket of a time series
     {mode}      a failure mode asked for ('' for all); only where the dialect has one
+    {modes}     the filter on failure_mode where the dialect has one, else none (every mode)
     {limit}     the row limit (the dialect's, else the query's own)
 
 Output aliases never reuse a column's name: ClickHouse resolves aliases in WHERE too, so an alias `models`
@@ -49,11 +50,14 @@ class Dialect:
     model: str = ""  # on a row's model column
     limit: str | None = None
     mode: str | None = None
+    new_since: str = "toDateTime64(0, 9, 'UTC')"  # signatures first seen since: all of them unless the reader asks
 
     def render(self, query: Query, database: str) -> str:
         if "{mode}" in query.sql and self.mode is None:
             raise ValueError("this query filters by failure mode, which the dialect does not provide")
-        values = {"{db}": database, "{range}": self.range, "{bucket}": self.bucket, "{mode}": self.mode or "",
+        values = {"{db}": database, "{range}": self.range, "{new_since}": self.new_since, "{bucket}": self.bucket,
+                  "{mode}": self.mode or "",
+                  "{modes}": f"({self.mode} = '' OR failure_mode = {self.mode})" if self.mode else "1 = 1",
                   "{limit}": self.limit or str(query.limit), "{rows}": _all(self.range, self.match),
                   "{traces}": _all(self.range, self.match, self.models),
                   "{steps}": _all(self.range, self.match, self.model)}
@@ -71,7 +75,8 @@ PARAMETERS = Dialect(
     match="({service:String} = '' OR service = {service:String}) AND ({agent:String} = '' OR agent = {agent:String})",
     models="({model:String} = '' OR has(models, {model:String}))",
     model="({model:String} = '' OR model = {model:String})",
-    bucket="toStartOfHour(started_at)", limit="{limit:UInt32}", mode="{mode:String}")
+    bucket="toStartOfHour(started_at)", limit="{limit:UInt32}", mode="{mode:String}",
+    new_since="{new_since:DateTime64(9, 'UTC')}")
 
 # --- failure modes --------------------------------------------------------------------------------------------
 
@@ -220,8 +225,30 @@ ORDER BY repeated_steps DESC, wasted_cost_usd DESC, tool
 LIMIT {limit}""")
 
 # `mastwatch top <name>`
+# --- failure signatures ---------------------------------------------------------------------------------------
+
+# Recurring problems: each signature seen in the range (its runs there), with what mast_signatures keeps of it
+# for all time: runs, first and last sighting, waste, models, an example trace. {new_since}: first seen since.
+SIGNATURES = Query("""\
+SELECT s.signature AS signature, s.failure_mode AS mode, s.service AS service_name, s.agent AS agent_name,
+       r.runs_in_range AS runs_in_range, s.all_runs AS runs_all_time, toString(s.first) AS first_seen_at,
+       toString(s.last) AS last_seen_at, round(s.wasted, 6) AS wasted_usd, s.model_list AS model_list,
+       s.example AS trace_id, s.sample_reason AS latest_reason
+FROM (SELECT signature, failure_mode, service, agent, uniqMerge(runs) AS all_runs, min(first_seen) AS first,
+             max(last_seen) AS last, sum(wasted_cost_usd) AS wasted, groupUniqArrayArray(models) AS model_list,
+             arraySort(groupUniqArrayMerge(5)(examples))[1] AS example, anyLast(reason) AS sample_reason
+      FROM {db}.mast_signatures
+      GROUP BY signature, failure_mode, service, agent) AS s
+INNER JOIN (SELECT signature, uniqExact(trace_id) AS runs_in_range
+            FROM {db}.mast_findings
+            WHERE {rows} AND signature != '' AND {modes}
+            GROUP BY signature) AS r ON s.signature = r.signature
+WHERE s.first >= {new_since}
+ORDER BY runs_in_range DESC, s.last DESC, s.signature
+LIMIT {limit}""")
+
 QUERIES = {"waste": WASTE, "models": WASTE_BY_MODEL, "tools": WASTE_BY_TOOL, "failures": FAILURES,
-           "traces": TRACES, "judge": JUDGE_VERDICTS}
+           "traces": TRACES, "judge": JUDGE_VERDICTS, "signatures": SIGNATURES}
 
 
 @dataclass(frozen=True)
@@ -233,10 +260,12 @@ class Filters:
     model: str = ""
     mode: str = ""
     limit: int = 20
+    new_since_ns: int = 0
 
     def params(self) -> dict[str, Any]:
         values = asdict(self)
         values["since"], values["until"] = _datetime64(values.pop("since_ns")), _datetime64(values.pop("until_ns"))
+        values["new_since"] = _datetime64(values.pop("new_since_ns"))
         return values
 
 

@@ -1,7 +1,7 @@
 """The rows of verdicts (or of a judge's answer) as one durable-queue record, and a batch of records as each
 table's insert body.
 
-Record format, version 3 (what `encode` writes, for one verdict or a batch of them): a version byte (3), the byte
+Record format, version 4 (what `encode` writes, for one verdict or a batch of them): a version byte (3), the byte
 length of each table's part (uint32, little-endian, in `ORDER`), then the parts. A part is the table's rows as one
 ClickHouse Native block (_native.c): columnar, times as DateTime64(9) ticks, nanoseconds exact. ClickHouse parses
 Native several times faster than JSON but pays a fixed cost per block, so `decode` merges a batch's blocks into one
@@ -21,14 +21,16 @@ from typing import Any, Final
 
 from mastwatch.collector.classify.modes import MODES
 from mastwatch.collector.judge.stage import Judgement
+from mastwatch.collector.signature import signature
 from mastwatch.collector.verdict import Verdict, rfc3339_ns
 
 from . import _native
 from .queue import Batch
-from .schema import FINDINGS, JUDGEMENTS, REPEATED_STEPS, TABLES, TRACES, Column
+from .schema import FINDINGS, FINDINGS_V4_WIDTH, JUDGEMENTS, REPEATED_STEPS, TABLES, TRACES, Column
 
 ORDER = (TRACES, FINDINGS, REPEATED_STEPS, JUDGEMENTS)  # a new table needs a new version of the format
-VERSION: Final = 3
+VERSION: Final = 4
+FINDINGS_V3: Final = f"{FINDINGS}@3"  # the finding blocks of version 3 records: fewer columns
 # Final: compiled code reads them from C statics, not from the module's dict on every verdict
 _HEADER: Final = struct.Struct("<B4I")
 _encode: Final = _native.encode
@@ -53,6 +55,7 @@ def _columns(columns: tuple[Column, ...]) -> tuple[tuple[bytes, int], ...]:
 COLUMNS: Final = {name: _columns(TABLES[name].columns) for name in ORDER}
 _TRACE_COLUMNS: Final = COLUMNS[TRACES]
 _FINDING_COLUMNS: Final = COLUMNS[FINDINGS]
+COLUMNS_V3: Final = _columns(TABLES[FINDINGS].columns[:FINDINGS_V4_WIDTH])
 _STEP_COLUMNS: Final = COLUMNS[REPEATED_STEPS]
 _JUDGEMENT_COLUMNS: Final = COLUMNS[JUDGEMENTS]
 _TIMES = {name: [i for i, c in enumerate(t.columns) if c.type_name.startswith("DateTime64(9")]
@@ -87,11 +90,20 @@ Quotes = Callable[[str], str] | None  # what a finding's quote is stored as (con
 def finding_rows(v: Verdict | Judgement, rows: list[list[Any]], quotes: Quotes = None) -> None:
     """mast_findings rows, in column order, added to `rows`. A finding's quote (captured content) is added to its
     reason only through `quotes` (content storage opted in, its redaction applied)."""
+    models = v.models if isinstance(v, Verdict) else []
     for code, f in sorted(v.findings.items()):
         mode = MODES[code]
         reason = f.reason if quotes is None or not f.quote else f"{f.reason}: {quotes(f.quote)}"
+        # the judge's answers are another view of the same runs, not a problem of their own
+        grouped = signature(v.agent, code, tuple(s.tool or "" for s in f.repeated), f.reason) \
+            if f.basis != "judge" else ""
+        wasted = 0.0
+        if isinstance(v, Verdict):
+            for r in v.waste.steps:
+                if r.code == code:
+                    wasted += r.cost_usd
         rows.append([v.trace_id, v.service, v.agent, v.started_at_ns, code, mode.category, mode.name, f.confidence,
-                     f.basis, [e.hex() for e in f.evidence], reason])
+                     f.basis, [e.hex() for e in f.evidence], reason, grouped, models, wasted])
 
 
 def repeated_step_rows(v: Verdict, rows: list[list[Any]]) -> None:
@@ -143,25 +155,34 @@ def encode_judgement(j: Judgement, judged_at: float, quotes: Quotes = None) -> t
 def decode(batch: Batch) -> dict[str, bytes]:
     """Each table's insert body for a batch: one Native block of its rows (b"" for none)."""
     parts: tuple[list[bytes], ...] = ([], [], [], [])
+    v3_findings: list[bytes] = []
     unpack = _HEADER.unpack_from
     for payload in batch.payloads:
         version = payload[:1]
-        if version == b"\x03" or version == b"\x02":
+        if version == b"\x04" or version == b"\x03" or version == b"\x02":
             start = _HEADER.size
             for i, size in enumerate(unpack(payload)[1:]):
                 if size:
                     part = payload[start:start + size]
-                    parts[i].append(part if version == b"\x03" else _version_2(ORDER[i], part))
+                    if version == b"\x03" and i == 1:
+                        v3_findings.append(part)
+                    else:
+                        parts[i].append(part if version != b"\x02" else _version_2(ORDER[i], part))
                 start += size
         elif payload:
             _version_1(payload, parts)
-    return {name: _merge(COLUMNS[name], blocks) for name, blocks in zip(ORDER, parts, strict=True)}
+    tables = {name: _merge(COLUMNS[name], blocks) for name, blocks in zip(ORDER, parts, strict=True)}
+    if v3_findings:
+        tables[FINDINGS_V3] = _merge(COLUMNS_V3, v3_findings)
+    return tables
 
 
 def _json_row(table: str, text: bytes, time_ns: Callable[[Any], int]) -> list[Any]:
     """A row as versions 1 and 2 wrote it (a JSON array), times in nanoseconds by `time_ns`, floats as floats.
     Numbers with a fraction are read as text, so that times stay exact."""
     row = json.loads(text, parse_float=str)
+    if table == FINDINGS and len(row) == FINDINGS_V4_WIDTH:  # written before signatures
+        row += ["", [], "0"]
     for i in _TIMES[table]:
         row[i] = time_ns(row[i])
     for i in _FLOATS[table]:

@@ -26,6 +26,7 @@ TRACES = "mast_traces"
 FINDINGS = "mast_findings"
 REPEATED_STEPS = "mast_repeated_steps"
 JUDGEMENTS = "mast_judgements"
+SIGNATURES = "mast_signatures"
 MIGRATIONS_TABLE = "mast_schema_migrations"
 
 # Blocks whose deduplication tokens a plain MergeTree remembers: a retried batch with the same token is
@@ -93,7 +94,10 @@ TABLES = {t.name: t for t in (
         confidence Float32,
         basis LowCardinality(String),
         evidence Array(String),
-        reason String CODEC(ZSTD(3))"""), "(failure_mode, service, agent, started_at)"),
+        reason String CODEC(ZSTD(3)),
+        signature String CODEC(ZSTD(1)),
+        models Array(LowCardinality(String)),
+        wasted_cost_usd Float64"""), "(failure_mode, service, agent, started_at)"),
     # One row per repeated step. Tokens and cost are those of the model call that produced the step,
     # counted at the first repeated step it produced (0 at the others), so sums match the verdict's waste.
     # uncached_input + output + cache_read + cache_write tokens are all the tokens of that call.
@@ -184,12 +188,55 @@ def _dedup(layout: Layout) -> list[str]:
             for name in (TRACES, FINDINGS)]
 
 
+SIGNATURE_COLUMNS = ("signature", "models", "wasted_cost_usd")  # mast_findings' columns since version 5
+FINDINGS_V4_WIDTH = 11  # the columns of mast_findings before them
+
+
+def _signatures(layout: Layout) -> list[str]:
+    """mast_findings' signature, models and waste, and mast_signatures: one row per signature, service and agent,
+    kept by a materialized view from the finding rows as they are inserted (aggregate states: merged across
+    inserts, parts and, through the Distributed table, shards). It has no TTL: a signature's first sighting
+    outlives its findings."""
+    on_cluster = layout.on_cluster()
+    new = [c for c in TABLES[FINDINGS].columns if c.name in SIGNATURE_COLUMNS]
+    adds = ", ".join(f"ADD COLUMN IF NOT EXISTS {c.name} {c.type}" for c in new)
+    statements = [f"ALTER TABLE {layout.storage(FINDINGS)}{on_cluster} {adds}"]
+    if layout.cluster:
+        statements.append(f"ALTER TABLE {layout.database}.{FINDINGS}{on_cluster} {adds}")
+    engine = "ReplicatedAggregatingMergeTree" if layout.cluster else "AggregatingMergeTree"
+    statements.append(
+        f"CREATE TABLE IF NOT EXISTS {layout.storage(SIGNATURES)}{on_cluster} (\n"
+        "    signature String,\n    failure_mode LowCardinality(String),\n    service LowCardinality(String),\n"
+        "    agent LowCardinality(String),\n    reason SimpleAggregateFunction(anyLast, String),\n"
+        "    first_seen SimpleAggregateFunction(min, DateTime64(9, 'UTC')),\n"
+        "    last_seen SimpleAggregateFunction(max, DateTime64(9, 'UTC')),\n"
+        "    runs AggregateFunction(uniq, String),\n"
+        "    wasted_cost_usd SimpleAggregateFunction(sum, Float64),\n"
+        "    models SimpleAggregateFunction(groupUniqArrayArray, Array(String)),\n"
+        "    examples AggregateFunction(groupUniqArray(5), String)\n"
+        f") ENGINE = {engine}\nORDER BY (signature, failure_mode, service, agent)")
+    if layout.cluster:
+        statements.append(
+            f"CREATE TABLE IF NOT EXISTS {layout.database}.{SIGNATURES}{on_cluster} AS {layout.storage(SIGNATURES)}\n"
+            f"ENGINE = Distributed({quote(layout.cluster)}, {layout.database}, {SIGNATURES}_local, "
+            "cityHash64(signature))")
+    statements.append(
+        f"CREATE MATERIALIZED VIEW IF NOT EXISTS {layout.database}.{SIGNATURES}_mv{on_cluster} "
+        f"TO {layout.storage(SIGNATURES)} AS\n"
+        "SELECT signature, failure_mode, service, agent, anyLast(reason) AS reason, min(started_at) AS first_seen,\n"
+        "       max(started_at) AS last_seen, uniqState(trace_id) AS runs, sum(wasted_cost_usd) AS wasted_cost_usd,\n"
+        "       groupUniqArrayArray(models) AS models, groupUniqArrayState(5)(trace_id) AS examples\n"
+        f"FROM {layout.storage(FINDINGS)}\nWHERE signature != ''\nGROUP BY signature, failure_mode, service, agent")
+    return statements
+
+
 MIGRATIONS = (
     Migration(1, "verdicts and findings", lambda layout: create_table(TABLES[TRACES], layout, dedup=False)
               + create_table(TABLES[FINDINGS], layout, dedup=False)),
     Migration(2, "a retried insert is deduplicated by its token", _dedup),
     Migration(3, "repeated steps", lambda layout: create_table(TABLES[REPEATED_STEPS], layout)),
     Migration(4, "the judge's assessments", lambda layout: create_table(TABLES[JUDGEMENTS], layout)),
+    Migration(5, "failure signatures", _signatures),
 )
 VERSION = MIGRATIONS[-1].version
 
