@@ -1,5 +1,6 @@
-"""The build: each part using its C extension where it is built and its Python twin where not, and each twin
-offering what its extension's stub declares."""
+"""The build: every C extension where a C compiler works (they are optional to setup.py, so one that fails to
+compile would otherwise go unnoticed), each part using its extension where it is built and its Python twin where
+not, and each twin offering what its extension's stub declares."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.builds import EXTENSIONS
+from tests.builds import EXTENSIONS, needs_compiler
 
 ROOT = Path(__file__).resolve().parents[1]
 # The stub of each extension with a Python twin of the same functions, in the source tree.
@@ -26,6 +27,12 @@ def _built(name: str) -> bool:
     except ImportError:
         return False
     return True
+
+
+@needs_compiler
+@pytest.mark.parametrize("name", EXTENSIONS)
+def test_every_c_extension_is_built_where_a_compiler_works(name: str) -> None:
+    assert _built(name), f"{name} is not built: see the build's output (pip install -v)"
 
 
 def test_each_part_uses_its_extension_where_built_else_its_python_twin() -> None:
