@@ -1,7 +1,7 @@
 """What the build under test holds, as setup.py decides it: the C extensions where a C compiler works, and the
-per-span modules compiled by mypyc as well unless MASTWATCH_COMPILE=0; pure Python without a compiler. Tests of
-what only a compiled build has skip on a pure one; tests comparing an extension with its Python twin skip where
-the extension is not built."""
+per-span modules compiled by mypyc as well unless MASTWATCH_COMPILE=0; pure Python without a compiler (`make
+test-pure` builds and tests that way, CC=/bin/false). Tests of what only a compiled build has skip on a pure one;
+tests comparing an extension with its Python twin skip where the extension is not built."""
 
 from __future__ import annotations
 
