@@ -13,7 +13,10 @@ from typing import Any, Final
 
 import orjson
 
-from ._content import collapse, is_canonical
+try:
+    from ._content import collapse, is_canonical
+except ImportError:  # built without a C compiler: the same loops in Python
+    from ._content_py import collapse, is_canonical
 
 PREVIEW_CHARS: Final = 160  # what of a piece of content is kept for evidence; the rest is only hashed
 TEXT_CHARS: Final = 2000  # what of a message or tool result detectors read (content capture on)

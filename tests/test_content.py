@@ -1,20 +1,35 @@
-"""Content reduced to its canonical form: the C whitespace collapse, and what orjson leaves to the standard library."""
+"""Content reduced to its canonical form: the whitespace collapse and the canonical check (in C, `_content.c`, and
+in Python, `_content_py.py`, for a build without a C compiler: each against the reference, and the two against
+each other), and what orjson leaves to the standard library."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
+import orjson
 import pytest
 
-from mastwatch.collector._content import collapse, is_canonical
+from mastwatch.collector import _content_py
 from mastwatch.collector.content import Content, canonical_json
+from tests.builds import extension
 
 WHITESPACE = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
 
 
-def test_collapse_is_split_and_join_for_every_whitespace_character_and_string_width() -> None:
+@pytest.fixture(params=["c", "python"])
+def loops(request: pytest.FixtureRequest) -> ModuleType:
+    """The C loops, then their Python twin."""
+    return extension("mastwatch.collector._content") if request.param == "c" else _content_py
+
+
+def test_collapse_is_split_and_join_for_every_whitespace_character_and_string_width(loops: ModuleType) -> None:
+    collapse = loops.collapse
     # one-, two- and four-byte strings; whitespace wider than the rest of the text (U+3000 in Latin-1 text)
     alphabet = [*WHITESPACE, *"ab{}\"", "é", "ÿ", "Ā", "€", "😀", "\x00", "\x7f"]
     rng = random.Random(7)
@@ -29,9 +44,9 @@ def test_collapse_is_split_and_join_for_every_whitespace_character_and_string_wi
     assert collapse("a\u3000b").isascii()  # the narrowest width for what is left
 
 
-def test_collapse_takes_only_str() -> None:
+def test_collapse_takes_only_str(loops: ModuleType) -> None:
     with pytest.raises(TypeError, match="takes a str"):
-        collapse(b"a  b")  # type: ignore[arg-type]
+        loops.collapse(b"a  b")
 
 
 @pytest.mark.parametrize(("raw", "canonical"), [
@@ -69,8 +84,9 @@ def _value(rng: random.Random, depth: int = 0) -> object:
     return tuple(_value(rng, depth + 1) for _ in range(rng.randint(0, 2)))
 
 
-def test_is_canonical_holds_only_for_values_canonicalising_leaves_alone() -> None:
+def test_is_canonical_holds_only_for_values_canonicalising_leaves_alone(loops: ModuleType) -> None:
     from mastwatch.collector.content import _canonical, _dumps
+    is_canonical = loops.is_canonical
     rng = random.Random(11)
     seen = {True: 0, False: 0}
     for _ in range(20_000):
@@ -106,3 +122,78 @@ def test_json_nested_too_deep_to_parse_is_keyed_as_text() -> None:
     attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": deep}
     step = normalize_span(SpanRecord("svc", b"\1" * 16, b"\2" * 8, b"", "execute_tool t", 1, 2, 0, attrs))
     assert step.args is not None and isinstance(step.args.key, int)  # the span is kept, not dropped
+
+
+# --- the Python twin against the C loops: the same results, objects and errors for the same arguments -----------
+
+
+def _outcome(f: Callable[[Any], Any], value: Any) -> Any:
+    """What a call gives: its result (and its type), or the type and message of what it raised."""
+    try:
+        result = f(value)
+    except Exception as e:  # compared, not handled
+        return type(e), str(e)
+    return type(result), result
+
+
+def _corpus_values() -> list[Any]:
+    """Every attribute value of the recorded runs (content capture on), and the JSON values those that are JSON
+    text parse to."""
+    from mastwatch.collector.receiver.decode import decode
+    from tests.otlp_corpus import corpus
+
+    values: list[Any] = []
+    for _, _, request in corpus():
+        for record in decode(request.SerializeToString()).spans:
+            for value in record.attributes.values():
+                values.append(value)
+                if type(value) is str and value[:1] in ("{", "["):
+                    with contextlib.suppress(orjson.JSONDecodeError):
+                        values.append(orjson.loads(value))
+    return values
+
+
+class _Str(str):
+    pass
+
+
+class _Float(float):
+    pass
+
+
+def test_the_python_collapse_gives_the_c_collapses_results() -> None:
+    c = extension("mastwatch.collector._content")
+    rng = random.Random(41)
+    alphabet = [*WHITESPACE, *"ab{}", "é", "Ā", "€", "😀", "\x00", "\ud800"]
+    recorded = [v for v in _corpus_values() if type(v) is str]
+    assert len(recorded) > 4_000
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16))) for _ in range(20_000)] + recorded
+    texts += ["", " ", "  ", "a", " a", "a ", "a  b", "a\tb", "\u3000", "x\u3000" * 3000, _Str("a b"), _Str(" a ")]
+    for text in texts:
+        want = c.collapse(text)
+        got = _content_py.collapse(text)
+        assert type(got) is type(want) and got == want, repr(text)
+        assert (got is text) == (want is text), repr(text)  # nothing to collapse: the text itself
+    for value in (b"a  b", None, 3, ["a"]):
+        assert _outcome(_content_py.collapse, value) == _outcome(c.collapse, value), value
+
+
+def test_the_python_canonical_check_gives_the_c_checks_answers() -> None:
+    c = extension("mastwatch.collector._content")
+    rng = random.Random(43)
+    values = [_value(rng) for _ in range(20_000)] + _corpus_values()
+    values += [{_Str("k"): 1}, {"k": _Str(" x ")}, [_Float(2.0)], 2.0, -0.0, float("inf"), float("nan"), 1e300,
+               True, None, 2**70, (), {}, [], {1.5: "x"}, {None: 1}, "", " ", "{", "x  y", b"bytes", {"a": (1,)}]
+    answers = {True: 0, False: 0}
+    for value in values:
+        want = _outcome(c.is_canonical, value)
+        assert _outcome(_content_py.is_canonical, value) == want, repr(value)[:200]
+        answers[want[1]] += 1
+    assert min(answers.values()) > 1_000
+    deep: list[Any] = []
+    for _ in range(100_000):  # past any recursion limit: both refuse it
+        deep = [deep]
+    with pytest.raises(RecursionError):
+        c.is_canonical(deep)
+    with pytest.raises(RecursionError):
+        _content_py.is_canonical(deep)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.machinery
-import os
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from mastwatch.collector.processor import Increment, Processor
 from mastwatch.collector.steps import Step, StepKind
 from mastwatch.collector.verdict import Verdict
 from mastwatch.evaluate import LabelledRun, blind_runs, real_runs, scenario_runs
+from tests.builds import needs_mypyc
 
 DATA = Path(__file__).parent / "data"
 
@@ -66,7 +66,7 @@ def test_steps_no_detector_wants_cost_no_state() -> None:
     assert trace.classifier is None
 
 
-@pytest.mark.skipif(os.environ.get("MASTWATCH_COMPILE") == "0", reason="built as plain Python")
+@needs_mypyc
 @pytest.mark.parametrize("module", ["steps", "content", "assemble", "normalize.span", "normalize.genai", "spend",
                                     "classify.engine", "classify.detector", "classify.detectors.step_repetition",
                                     "processor", "verdict"])
@@ -125,7 +125,7 @@ def _state(obj: object) -> dict[str, Any]:
     return state
 
 
-@pytest.mark.skipif(os.environ.get("MASTWATCH_COMPILE") == "0", reason="built as plain Python")
+@needs_mypyc
 @pytest.mark.parametrize("content", [True, False], ids=["content", "no-content"])
 def test_released_detectors_are_reset_to_new_ones(content: bool) -> None:
     """After each run of the corpora, the detectors the engine keeps (every one, and the state they share) are in

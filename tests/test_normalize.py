@@ -562,7 +562,7 @@ def test_odd_finish_reasons_and_model_values_do_not_break_normalisation() -> Non
     assert s.finish_reasons == ("{'odd': 1}", "stop")
 
 
-# --- the C reader of GenAI spans (normalize/_genai.c) against genai.read ----------------------------------------
+# --- the C reader of GenAI spans (normalize/_genai.c) against genai.read and its Python twin (_genai_py.py) ----------
 
 
 def _genai_only(attrs: dict[str, Any]) -> int | None:
@@ -573,19 +573,46 @@ def _genai_only(attrs: dict[str, Any]) -> int | None:
     return bits >> len(span.CONVENTIONS) if bits & span._CONVENTIONS == span._GENAI else None
 
 
-def _compare(attrs: dict[str, Any], name: str) -> bool:
-    """Whether the C reader took the span; when it did, its slots are genai.read's."""
-    from mastwatch.collector.normalize._genai import values
-    from mastwatch.collector.normalize.span import draft, key_marks
+def _outcome(f: Any, *args: Any) -> Any:
+    """What a call gives: its result, or the type and message of what it raised."""
+    try:
+        return f(*args)
+    except Exception as e:  # compared, not handled
+        return type(e), str(e)
 
+
+def _genai_twin() -> Any:
+    """The Python twin of the C reader, configured as normalize.span configures the one it uses."""
+    from mastwatch.collector.normalize import _genai_py, genai
+
+    _genai_py.configure(genai.SPEC)
+    return _genai_py
+
+
+def _compare(attrs: dict[str, Any], name: str) -> bool:
+    """Whether the C reader took the span; its Python twin takes the same spans, and the slots of both are
+    genai.read's."""
+    from mastwatch.collector.normalize.span import draft, key_marks
+    from tests.builds import extension
+
+    values = extension("mastwatch.collector.normalize._genai").values
     present = _genai_only(attrs)
     if present is None:
         return False
     fast = values(attrs, name, present)
+    assert _genai_twin().values(attrs, name, present) == fast, (name, attrs)
     if fast is None:
         return False
     assert fast == draft(attrs, name, key_marks(attrs)).values, (name, attrs)
     return True
+
+
+@pytest.fixture(params=["c", "python"])
+def genai_reader(request: pytest.FixtureRequest) -> Any:
+    """The C reader, then its Python twin."""
+    from tests.builds import extension
+
+    return extension("mastwatch.collector.normalize._genai") if request.param == "c" else _genai_twin()
 
 
 def test_c_genai_reader_fills_the_slots_genai_read_fills_on_every_recorded_span() -> None:
@@ -641,9 +668,25 @@ def test_c_genai_reader_fills_the_slots_genai_read_fills_on_odd_spans() -> None:
     assert taken > 1000
 
 
-def test_c_genai_reader_reads_equal_keys_and_names_that_are_other_objects_alike() -> None:
-    from mastwatch.collector.normalize._genai import values
+def test_c_genai_reader_and_its_python_twin_check_their_arguments_alike() -> None:
+    from tests.builds import extension
 
+    c, twin = extension("mastwatch.collector.normalize._genai"), _genai_twin()
+    chat = {"gen_ai.operation.name": "chat"}
+    for args in [(chat, "chat", 0), ([], "x", 0), (chat, b"chat", 0), (chat, "chat", "0"), (chat, "chat", 2**63),
+                 (chat, "chat", -(2**63)), (chat, "chat", True), ({"gen_ai.operation.name": _OddStr("chat")}, "c", 0),
+                 ({"gen_ai.operation.name": 5}, "x", 0), (chat, _OddStr("chat x"), 0)]:
+        assert _outcome(twin.values, *args) == _outcome(c.values, *args), args
+
+
+class _OddStr(str):
+    pass
+
+
+def test_c_genai_reader_reads_equal_keys_and_names_that_are_other_objects_alike() -> None:
+    from tests.builds import extension
+
+    values = extension("mastwatch.collector.normalize._genai").values
     compared = 0
     for _, _, request in corpus():
         for record in decode(request.SerializeToString()).spans:
@@ -658,8 +701,9 @@ def test_c_genai_reader_reads_equal_keys_and_names_that_are_other_objects_alike(
 
 
 def test_c_genai_reader_fills_a_list_again_only_when_nothing_else_holds_it() -> None:
-    from mastwatch.collector.normalize._genai import values
+    from tests.builds import extension
 
+    values = extension("mastwatch.collector.normalize._genai").values
     tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "kubectl"}
     chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4.1"}
     held = values(tool, "execute_tool kubectl", 0)
@@ -673,10 +717,10 @@ def test_c_genai_reader_fills_a_list_again_only_when_nothing_else_holds_it() -> 
     assert id(again) == identity and again == before  # with nothing left of the span before
 
 
-def test_c_genai_reader_leaves_what_needs_parsing_to_genai_read() -> None:
+def test_c_genai_reader_leaves_what_needs_parsing_to_genai_read(genai_reader: Any) -> None:
     from mastwatch.collector.normalize import genai
-    from mastwatch.collector.normalize._genai import values
 
+    values = genai_reader.values
     for attrs in ({"gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": '["stop"]'},
                   {"gen_ai.operation.name": "chat", "gen_ai.completion.0.finish_reason": "stop"},
                   {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.result": "ok"},
@@ -688,10 +732,10 @@ def test_c_genai_reader_leaves_what_needs_parsing_to_genai_read() -> None:
     assert genai.SPEC["bits_out_of_scope"] & genai.OUTPUT_MESSAGES
 
 
-def test_c_genai_reader_checks_its_spec() -> None:
+def test_c_genai_reader_checks_its_spec(genai_reader: Any) -> None:
     from mastwatch.collector.normalize import genai
-    from mastwatch.collector.normalize._genai import configure, values
 
+    configure, values = genai_reader.configure, genai_reader.values
     try:
         with pytest.raises(KeyError, match="operation"):
             configure({k: v for k, v in genai.SPEC.items() if k != "operation"})
@@ -702,32 +746,115 @@ def test_c_genai_reader_checks_its_spec() -> None:
         with pytest.raises(ValueError, match="slot_kind"):
             configure({**genai.SPEC, "slot_kind": 99})
         with pytest.raises(TypeError):
-            configure([])  # type: ignore[arg-type]
+            configure([])
     finally:
         configure(genai.SPEC)
     with pytest.raises(TypeError):
-        values([], "x", 0)  # type: ignore[arg-type]
+        values([], "x", 0)
     assert values({}, "x", 0) == [None] * FIELDS
 
 
-def test_one_str_is_kept_per_text_and_the_table_is_bounded() -> None:
-    from mastwatch.collector.normalize._strings import bound, canonical, kept
+def test_c_genai_reader_and_its_python_twin_refuse_the_same_specs() -> None:
+    """The twin checks a spec as the C reader does (the slots it fills are genai.read's, which genai.SPEC
+    describes: a spec other than that one is only checked)."""
+    from mastwatch.collector.normalize import _genai_py, genai
+    from tests.builds import extension
 
+    c = extension("mastwatch.collector.normalize._genai")
+    specs: list[Any] = [[], None]
+    for key, value in genai.SPEC.items():
+        specs.append({k: v for k, v in genai.SPEC.items() if k != key})  # each entry missing
+        wrong = "x" if not isinstance(value, str) else 5
+        if key not in ("llm", "tool", "agent", "other"):  # any value will do for the kinds
+            specs.append({**genai.SPEC, key: wrong})  # each of the wrong type
+    for key in [k for k in genai.SPEC if k.startswith(("slot_", "bit_", "bits_"))] + ["fields"]:
+        specs += [{**genai.SPEC, key: n} for n in (-1, 0, 19, 20, 64, 65, 2**63, True)]
+    try:
+        for spec in specs:
+            got, want = _outcome(_genai_py.configure, spec), _outcome(c.configure, spec)
+            assert got == want, spec if not isinstance(spec, dict) else [k for k in spec if spec[k] is not
+                                                                         genai.SPEC.get(k)]
+            if want is not None:  # refused: neither reads a span until configured again
+                chat = {"gen_ai.operation.name": "chat"}
+                assert _outcome(_genai_py.values, chat, "chat", 0) == _outcome(c.values, chat, "chat", 0)
+    finally:
+        c.configure(genai.SPEC)
+        _genai_py.configure(genai.SPEC)
+
+
+# --- one str per name (normalize/_strings.c, and its Python twin _strings_py.py) -------------------------------
+
+
+@pytest.fixture(params=["c", "python"])
+def strings(request: pytest.FixtureRequest) -> Any:
+    """The C table, then its Python twin (each bounded as normalize.span bounds it after the test)."""
+    from mastwatch.collector.normalize import _strings_py
+    from tests.builds import extension
+
+    module = extension("mastwatch.collector.normalize._strings") if request.param == "c" else _strings_py
+    yield module
+    module.bound(10_000)
+
+
+def test_one_str_is_kept_per_text_and_the_table_is_bounded(strings: Any) -> None:
+    from mastwatch.collector.normalize import span
+
+    bound, canonical, kept = strings.bound, strings.canonical, strings.kept
     first = canonical("search")
     again = "".join(["sea", "rch"])
     assert again is not first and canonical(again) is first and canonical(first) is first
-    assert normalize_span(as_record(make_span("search", {}))).name is first  # steps share it
+    if strings is span._strings:
+        assert normalize_span(as_record(make_span("search", {}))).name is first  # steps share it
+    bound(3)  # forgets what was kept
+    texts = [canonical(f"text {i}") for i in range(3)]
+    assert kept() == 3
+    fourth = canonical("text 3")  # a full table is emptied first
+    assert kept() == 1 and canonical("".join(["text ", "3"])) is fourth
+    later = canonical("".join(["text ", "0"]))  # kept anew: equal, another object
+    assert later == texts[0] and later is not texts[0] and canonical(later) is later
+    with pytest.raises(TypeError):
+        canonical(3)
+    with pytest.raises(ValueError):
+        bound(0)
+
+
+def test_the_python_string_table_keeps_the_objects_the_c_table_keeps() -> None:
+    """The same calls on both (equal texts as other objects, bounds, full tables): each returns the object of the
+    same earlier call, keeps as many texts, and raises the same errors."""
+    import random
+
+    from mastwatch.collector.normalize import _strings_py
+    from tests.builds import extension
+
+    c = extension("mastwatch.collector.normalize._strings")
+    rng = random.Random(47)
+    words = ["search", "chat", "gpt-4.1", "", "é", "😀", "kubectl", "a" * 300] + [f"tool {i}" for i in range(40)]
+    calls: list[tuple[str, Any]] = []
+    for _ in range(20_000):
+        pick = rng.random()
+        if pick < 0.002:
+            calls.append(("bound", rng.choice([1, 2, 7, 30, 10_000])))
+        elif pick < 0.004:
+            calls.append(("bound", rng.choice([0, -1, 2**63, "3", 2.0])))
+        elif pick < 0.006:
+            calls.append(("canonical", rng.choice([3, None, b"x", ["x"]])))
+        else:
+            word = rng.choice(words)
+            calls.append(("canonical", (word + " ")[:-1] if rng.random() < 0.5 else word))  # often another object
     try:
-        bound(3)  # forgets what was kept
-        texts = [canonical(f"text {i}") for i in range(3)]
-        assert kept() == 3
-        fourth = canonical("text 3")  # a full table is emptied first
-        assert kept() == 1 and canonical("".join(["text ", "3"])) is fourth
-        later = canonical("".join(["text ", "0"]))  # kept anew: equal, another object
-        assert later == texts[0] and later is not texts[0] and canonical(later) is later
-        with pytest.raises(TypeError):
-            canonical(3)  # type: ignore[arg-type]
-        with pytest.raises(ValueError):
-            bound(0)
+        for module in (c, _strings_py):
+            module.bound(10_000)
+        seen: dict[Any, list[Any]] = {c: [], _strings_py: []}  # each call's argument, by call
+        for i, (function, argument) in enumerate(calls):
+            results = []
+            for module in (c, _strings_py):
+                result = _outcome(getattr(module, function), argument)
+                if function == "canonical" and type(result) is str:  # which call's argument it is
+                    result = next((j for j in range(i, -1, -1) if j < len(seen[module]) and
+                                   seen[module][j] is result), "none") if result is not argument else i
+                seen[module].append(argument)
+                results.append((result, module.kept()))
+            assert results[0] == results[1], (i, function, argument)
     finally:
-        bound(10_000)
+        c.bound(10_000)
+        _strings_py.bound(10_000)

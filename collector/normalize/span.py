@@ -20,11 +20,20 @@ from typing import TYPE_CHECKING, Any, Final
 from ..bounded import remember
 from ..content import PREVIEW_CHARS, TEXT_CHARS, Content, canonical_json, collapse, fingerprint, preview
 from ..steps import LLM, OTHER, TOOL, Step
-from . import _genai, _strings, genai, langfuse, openinference, openllmetry, vercel
 from . import draft as field
+from . import genai, langfuse, openinference, openllmetry, vercel
 from .attributes import EXCEPTION_ESCAPED, EXCEPTION_MESSAGE, EXCEPTION_TYPE, STATUS_DESCRIPTION
 from .draft import Draft
 from .limits import LIMIT_TEXT, limit_hit
+
+try:
+    from . import _genai
+except ImportError:  # built without a C compiler: the spans it would take read by genai.read
+    from . import _genai_py as _genai  # type: ignore[no-redef]
+try:
+    from . import _strings
+except ImportError:  # built without a C compiler
+    from . import _strings_py as _strings  # type: ignore[no-redef]
 
 if TYPE_CHECKING:
     from ..receiver.decode import SpanRecord

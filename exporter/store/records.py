@@ -24,9 +24,13 @@ from mastwatch.collector.judge.stage import Judgement
 from mastwatch.collector.signature import signature
 from mastwatch.collector.verdict import Verdict, rfc3339_ns
 
-from . import _native
 from .queue import Batch
 from .schema import FINDINGS, FINDINGS_V4_WIDTH, JUDGEMENTS, REPEATED_STEPS, TABLES, TRACES, Column
+
+try:
+    from . import _native
+except ImportError:  # built without a C compiler: the same blocks written in Python
+    from . import _native_py as _native  # type: ignore[no-redef]
 
 ORDER = (TRACES, FINDINGS, REPEATED_STEPS, JUDGEMENTS)  # a new table needs a new version of the format
 VERSION: Final = 4
