@@ -1,6 +1,6 @@
 """The Prometheus exporter's per-trace work, compiled with the per-span modules (setup.py): counter and histogram
 families that the processor's thread adds to with a dict update (a prometheus-client child takes a lock and
-several calls: half the exporter's instructions), read by the registry as collectors when scraped, and the
+several calls, most of the exporter's work), read by the registry as collectors when scraped, and the
 mast_* series of each verdict. One thread adds; a scrape reads a copy (the GIL makes the copy atomic)."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Runs go through the same Processor as `serve` and `replay`. Two corpora:
 - scenarios: generated runs with positive and negative variants per mode (`mastwatch.scenarios`);
 - blind: runs written from the MAST definitions and the span conventions alone, without the detectors or the
   scenarios at hand (`tests/data/blind`: OTLP/JSON lines and `labels.json` keyed by trace id); split by a stable
-  hash of the run name into a dev part (about 60%) and a test part (about 40%, for reporting only).
+  hash of the run name into a dev part (about three fifths) and a test part (the rest, for reporting only).
 `--content off` strips message content, tool arguments and results from every span, as instrumentations do
 by default.
 """
@@ -191,7 +191,7 @@ def split(labels: dict[str, frozenset[str]]) -> dict[str, str]:
     return out
 
 
-BLIND_DEV_BELOW = 154  # first byte of SHA-256(run name) below this: dev (154/256, about 60%)
+BLIND_DEV_BELOW = 154  # first byte of SHA-256(run name) below this: dev (154 of 256 values)
 
 
 def blind_split(name: str) -> str:

@@ -24,11 +24,11 @@ from mastwatch.exporter.webhook import WebhookNotifier
 log = logging.getLogger(__name__)
 # Buffered traces are many long-lived objects, and a completed trace is freed by reference counting (nothing
 # points back at it): the young generation is collected seldom. Its count is of objects allocated less those freed,
-# so a collection runs once 2,000,000 more are alive than after the last one: the traces buffered at 100,000+
-# spans/s come and go below that, and a collection walks them all, on whichever thread allocated last (often a gRPC
-# worker). At 500,000 collections took 4-9% of the server's CPU end to end, at 50,000 a tenth
-# (benchmarks/throughput.py); benchmarks/processor.py measures with the same thresholds. Garbage in reference cycles
-# (rare here) can reach that many objects before it is collected.
+# so a collection runs once 2,000,000 more are alive than after the last one: the traces buffered under load come
+# and go below that, and a collection walks them all, on whichever thread allocated last (often a gRPC worker).
+# Lower thresholds made collections a visible share of the server's CPU (benchmarks/throughput.py prints it);
+# benchmarks/processor.py measures with the same thresholds. Garbage in reference cycles (rare here) can reach that
+# many objects before it is collected.
 GC_THRESHOLDS = (2_000_000, 20, 100)
 
 

@@ -1,6 +1,6 @@
 """What the conventions read from one span, before normalize.span makes it a Step: a slot per field, the first
 value offered for a field kept (so earlier conventions win on conflicts). Slots rather than a dict: a span's
-fields are offered and read once each, and a dict's lookups were a tenth of the processor's instructions."""
+fields are offered and read once each, and a dict's lookups were a large share of the processor's work."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ FIELDS: Final = 20
 class Draft:
     def __init__(self, present: int = 0) -> None:
         self.present = present  # the bits of genai.OPTIONAL whose keys the span has
-        # FIELDS slots (a literal builds quicker than a repeat)
+        # FIELDS slots
         self.values: list[Any] = [None, None, None, None, None, None, None, None, None, None, None, None, None, None,
                                    None, None, None, None, None, None]
         self.empty = True  # nothing offered yet

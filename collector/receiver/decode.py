@@ -176,8 +176,8 @@ else:
 
 def count_spans(data: bytes) -> int:
     """The spans of a serialized ExportTraceServiceRequest, valid or not, without decoding them (the C decoder
-    reads only the framing around them: under 1% of decoding's cost for a request in cache, 8% from memory, as
-    benchmarks/processor.py prints); ValueError when that is broken. Every request it refuses, `decode` refuses too."""
+    reads only the framing around them: a small share of decoding's cost, which benchmarks/processor.py prints);
+    ValueError when that is broken. Every request it refuses, `decode` refuses too."""
     return count_spans_python(data) if _count_c is None else _count_c(data)
 
 

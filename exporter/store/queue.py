@@ -2,7 +2,7 @@
 
 Append-only segment files rather than sqlite3: the exporter appends on the processor's thread, once per batch of
 verdicts the processor completed, and an append here copies a framed record into the segment being written, mapped
-in memory (about 1 µs; a write(2) costs about 2.5 µs, a sqlite3 transaction about 30 µs). Each record carries its
+in memory (cheaper than a write(2), and much cheaper than a sqlite3 transaction). Each record carries its
 length, row count and CRC-32, so a record torn by a crash is found and cut off when the queue is opened. Positions
 are byte offsets in one logical log; a segment file is named by the offset of its first record, and is deleted once
 everything in it is acknowledged. The segment being written has its room allocated on disk up front (a full disk
