@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mastwatch.durations import Duration
+from mastwatch.collector.durations import Duration
 
 if TYPE_CHECKING:
     from .classify.tools import Globs

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from mastwatch.threads import name_os_thread
-from mastwatch.throttled_log import ThrottledLog
+from mastwatch.collector.threads import name_os_thread
+from mastwatch.collector.throttled_log import ThrottledLog
 
 from .assemble import SHUTDOWN, Trace, TraceAssembler
 from .classified import ClassifiedTraces

@@ -20,8 +20,8 @@ matplotlib.use("Agg")
 import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 
+from mastwatch.collector.durations import parse_duration
 from mastwatch.config import Config
-from mastwatch.durations import parse_duration
 
 from .generate import dashboards
 from .macros import ALL, TimeRange, Variable, expand_sql

@@ -22,10 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mastwatch import __version__
 from mastwatch.collector.classify.modes import MODES
+from mastwatch.collector.http_serving import LoopServer
 from mastwatch.collector.judge.stage import Judgement
 from mastwatch.collector.receiver.refusals import Refusals
-from mastwatch.http_serving import LoopServer
-from mastwatch.security import AuthConfig, BearerCheck, TLSConfig
+from mastwatch.collector.security import AuthConfig, BearerCheck, TLSConfig
 
 from .totals import Completions, LabelLimiter, LatencyHistogram, MastSeries, Totals
 

@@ -25,8 +25,8 @@ from prometheus_client import CollectorRegistry, Counter
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from mastwatch.collector.classify.modes import MODES
+from mastwatch.collector.durations import Duration
 from mastwatch.collector.processor import LiveFindings
-from mastwatch.durations import Duration
 
 log = logging.getLogger(__name__)
 SIGNATURE_HEADER = "X-Mastwatch-Signature"

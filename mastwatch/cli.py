@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from mastwatch import __version__
+from mastwatch.collector.durations import parse_duration
 from mastwatch.config import Config, ConfigError, load, set_overrides
-from mastwatch.durations import parse_duration
 
 log = logging.getLogger("mastwatch")
 

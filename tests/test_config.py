@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from mastwatch.collector.durations import parse_duration
 from mastwatch.config import Config, ConfigError, load, set_overrides
-from mastwatch.durations import parse_duration
 
 MASTWATCH = Path(sys.executable).with_name("mastwatch")
 

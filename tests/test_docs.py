@@ -10,8 +10,8 @@ import pytest
 from pydantic import BaseModel
 
 from mastwatch.collector.classify.detectors import load_detectors
+from mastwatch.collector.durations import parse_duration
 from mastwatch.config import Config
-from mastwatch.durations import parse_duration
 
 ROOT = Path(__file__).parent.parent
 CONFIGURATION = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")

@@ -23,8 +23,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from mastwatch.durations import Duration
-from mastwatch.threads import name_os_thread
+from mastwatch.collector.durations import Duration
+from mastwatch.collector.threads import name_os_thread
 
 from ..assemble import Trace
 from ..bounded import remember

@@ -15,10 +15,11 @@ Only fingerprints and short previews of message content, tool arguments and resu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from ..bounded import remember
 from ..content import PREVIEW_CHARS, TEXT_CHARS, Content, canonical_json, collapse, fingerprint, preview
+from ..spans import SpanRecord
 from ..steps import LLM, OTHER, TOOL, Step
 from . import draft as field
 from . import genai, langfuse, openinference, openllmetry, vercel
@@ -34,9 +35,6 @@ try:
     from . import _strings
 except ImportError:  # built without a C compiler
     from . import _strings_py as _strings  # type: ignore[no-redef]
-
-if TYPE_CHECKING:
-    from ..receiver.decode import SpanRecord
 
 CONVENTIONS: Final = (genai, openinference, openllmetry, vercel, langfuse)
 STATUS_ERROR: Final = 2  # opentelemetry.proto.trace.v1.Status.STATUS_CODE_ERROR

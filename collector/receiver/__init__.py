@@ -23,8 +23,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 
-from mastwatch.durations import Duration
-from mastwatch.security import AuthConfig, TLSConfig
+from mastwatch.collector.durations import Duration
+from mastwatch.collector.security import AuthConfig, TLSConfig
 
 from .decode import Decoded, SpanRecord, count_spans
 

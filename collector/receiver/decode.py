@@ -33,6 +33,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from ..content import PREVIEW_CHARS
 from ..normalize.attributes import EXCEPTION_EVENT, EXCEPTION_KEYS, STATUS_DESCRIPTION, any_value
 from ..normalize.span import KEY_MARKS, key_marks
+from ..spans import SpanRecord
 
 UNKNOWN_SERVICE = "unknown_service"
 
@@ -71,21 +72,6 @@ UNREAD_PREFIXES: tuple[str, ...] = (
 def unread(key: str) -> bool:
     """Whether a span attribute is left out of SpanRecord.attributes."""
     return key in UNREAD_KEYS or key.startswith(UNREAD_PREFIXES)
-
-
-class SpanRecord(NamedTuple):
-    service: str
-    trace_id: bytes
-    span_id: bytes
-    parent_span_id: bytes
-    name: str
-    start_ns: int
-    end_ns: int
-    status_code: int  # 0 unset, 1 ok, 2 error
-    attributes: dict[str, Any]
-    # the OR of the marks normalisation gives the attribute keys (normalize.span.KEY_MARKS): which conventions
-    # read the span, which optional keys it has; -1 when not worked out (a record made by hand)
-    key_marks: int = -1
 
 
 class Decoded(NamedTuple):

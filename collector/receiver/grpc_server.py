@@ -13,8 +13,8 @@ from google.rpc import code_pb2, status_pb2
 from google.rpc.error_details_pb2 import RetryInfo
 from grpc_status import rpc_status
 
-from mastwatch.security import BearerCheck
-from mastwatch.threads import name_os_thread
+from mastwatch.collector.security import BearerCheck
+from mastwatch.collector.threads import name_os_thread
 
 from . import Counters, GrpcConfig, Sink, accept, refused_undecoded
 from .decode import decode

@@ -5,7 +5,7 @@ the size limit counts the body as decompressed, whichever way it came. Connectio
 aiohttp's parser is strict (one Content-Length of digits only, `Transfer-Encoding` exactly named), and what it
 refuses is counted and logged like every other refusal (`refusals`).
 
-Served by `mastwatch.http_serving` (idle timeout, connection cap, strict parsing, TLS); a request's body must
+Served by `mastwatch.collector.http_serving` (idle timeout, connection cap, strict parsing, TLS); a request's body must
 arrive within `read_timeout`; with `auth`, a request without the bearer token gets 401. Decoding runs on a pool of
 `workers` threads, so the event loop only moves bytes.
 """
@@ -20,9 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from aiohttp import web
 from google.rpc.status_pb2 import Status
 
-from mastwatch.http_serving import LoopServer
-from mastwatch.security import BearerCheck
-from mastwatch.threads import name_os_thread
+from mastwatch.collector.http_serving import LoopServer
+from mastwatch.collector.security import BearerCheck
+from mastwatch.collector.threads import name_os_thread
 
 from . import Counters, HttpConfig, Sink, accept, refused_undecoded
 from .decode import decode, records

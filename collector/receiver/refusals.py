@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from mastwatch.throttled_log import ThrottledLog
+from mastwatch.collector.throttled_log import ThrottledLog
 
 from . import Counters
 

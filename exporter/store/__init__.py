@@ -18,13 +18,14 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from mastwatch.collector.durations import Duration
 from mastwatch.collector.judge.stage import Judgement
 from mastwatch.collector.processor import Increment
 from mastwatch.collector.telemetry import NullTelemetry
+from mastwatch.collector.threads import name_os_thread
 from mastwatch.collector.verdict import Verdict
-from mastwatch.durations import Duration
-from mastwatch.threads import name_os_thread
 
+from .engine import Engine
 from .queue import Batch, DurableQueue
 from .records import block_rows, decode, encode, encode_judgement
 from .schema import FINDINGS_V4_WIDTH, TABLES, Layout, migrate
@@ -98,15 +99,6 @@ def redactor(path: str) -> Callable[[str], str]:
     if not callable(function):
         raise ValueError(f"redact {path!r} is not a function")
     return function
-
-
-class Engine(Protocol):
-    """What the exporter, the migrations and the query layer need of a ClickHouse."""
-
-    def command(self, sql: str) -> None: ...
-    def insert(self, table: str, columns: Any, body: bytes, token: str) -> None: ...
-    def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]: ...
-    def close(self) -> None: ...
 
 
 class StoreTelemetry(Protocol):

@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from mastwatch.durations import parse_duration
+from mastwatch.collector.durations import parse_duration
 
-from . import Engine
+from .engine import Engine
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from . import Engine
+    from .engine import Engine
 
 TRACES = "mast_traces"
 FINDINGS = "mast_findings"

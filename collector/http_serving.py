@@ -21,8 +21,8 @@ from typing import Any
 
 from aiohttp import web, web_protocol, web_server
 
-from mastwatch.security import TLSConfig
-from mastwatch.threads import name_os_thread
+from mastwatch.collector.security import TLSConfig
+from mastwatch.collector.threads import name_os_thread
 
 LISTEN_BACKLOG = 1024
 ACCEPT_BATCH = 32
