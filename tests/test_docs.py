@@ -67,6 +67,20 @@ def test_every_detector_setting_is_documented() -> None:
                 assert documented[name] == str(field.default), name
 
 
+def test_builtin_detector_settings_keep_their_descriptions_and_constraints() -> None:
+    """The built-in detectors are compiled: a settings field annotated otherwise than with a string loses its
+    description and constraints there, and a decorated cached_property is computed on every read (see
+    DetectorSettings)."""
+    detectors = load_detectors()
+    for code, detector in detectors.items():
+        for name, field in detector.Settings.model_fields.items():
+            assert field.description, f"{code} setting {name} has no description"
+        for name, value in vars(detector.Settings).items():
+            assert not isinstance(value, property), f"{code} settings: {name} is computed on every read"
+    assert detectors["FM-1.3"].Settings.model_fields["min_occurrences"].metadata
+    assert detectors["FM-1.4"].Settings.model_fields["drop_ratio"].metadata
+
+
 def test_readme_is_short() -> None:
     lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines; reference material belongs in docs/"

@@ -7,10 +7,21 @@ definitions given to a model are not read from spans."""
 from __future__ import annotations
 
 import fnmatch
+from typing import Annotated
 
-from ...config import RoleSettings
+from pydantic import Field
+
+from ...config import DetectorSettings
 from ...steps import LLM, TOOL, Finding, Step
 from ..detector import Detector
+
+
+class RoleSettings(DetectorSettings):
+    """`processor.detectors."FM-1.2"` (fields annotated as strings: see DetectorSettings)."""
+
+    enabled: "Annotated[bool, Field(description='run this detector: off until `roles` are configured')]" = False
+    roles: ("Annotated[dict[str, list[str]], Field(default_factory=dict, description='agent name pattern -> the tool "
+            "patterns it may use, e.g. `{triage-*: [get_*, search_*]}`')]")
 
 
 class Role(Detector):

@@ -19,18 +19,62 @@ it failed (a restart: FM-2.1 accounts for it).
 from __future__ import annotations
 
 import re
-from typing import Final
+from functools import cached_property
+from typing import Annotated, ClassVar, Final
 
-from ...config import StepRepetitionSettings
+from pydantic import Field
+
+from ...config import DetectorSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..signals import asks_for_tools, tool_error
-from ..tools import READ_ONLY, STATE_CHANGING
+from ..tools import READ_ONLY, STATE_CHANGING, Globs
 
 EVIDENCE_LIMIT: Final = 50
 # A result showing work still going on: asking again is polling.
 _IN_PROGRESS: Final = re.compile(r"\b(pending|running|in[ _-]progress|queued|processing|starting|waiting|"
                                  r"scheduled|deploying|creating|initiali[sz]ing)\b", re.IGNORECASE)
+
+
+Plain = tuple[int, int, int, int, int, int, int, Globs | None, int]
+
+
+def _polling(settings: StepRepetitionSettings) -> Globs:
+    return Globs(settings.polling_tools)
+
+
+def _plain(settings: StepRepetitionSettings) -> Plain:
+    """min_occurrences, retry_limit, cycle_max_period, cycle_min_repeats, output_min_occurrences, output_min_chars,
+    unknown_args_min_run, the polling tools (None: none) and unchanged_min_occurrences, read once: detectors are
+    made per trace, and read a plain attribute for less than a model's."""
+    return (settings.min_occurrences, settings.retry_limit, settings.cycle_max_period, settings.cycle_min_repeats,
+            settings.output_min_occurrences, settings.output_min_chars, settings.unknown_args_min_run,
+            settings.polling if settings.polling_tools else None, settings.unchanged_min_occurrences)
+
+
+class StepRepetitionSettings(DetectorSettings):
+    """`processor.detectors."FM-1.3"` (fields annotated as strings: see DetectorSettings)."""
+
+    min_occurrences: ("Annotated[int, Field(ge=2, description='calls of one tool with equivalent arguments that make a "
+                      "repetition')]") = 3
+    polling_tools: ("Annotated[list[str], Field(default_factory=list, description='glob patterns of tools that poll "
+                    "(never repetition), e.g. `get_*_status`')]")
+    retry_limit: ("Annotated[int, Field(ge=0, description='calls right after the same call failed that count as "
+                  "retries')]") = 2
+    cycle_max_period: "Annotated[int, Field(ge=0, description='longest cycle of tool calls looked for (0: off)')]" = 3
+    cycle_min_repeats: "Annotated[int, Field(ge=2, description='times a cycle must run')]" = 2
+    output_min_occurrences: ("Annotated[int, Field(ge=2, description='identical model text outputs that make a "
+                             "repetition')]") = 2
+    output_min_chars: "Annotated[int, Field(ge=1, description='shorter outputs are ignored')]" = 32
+    unknown_args_min_run: ("Annotated[int, Field(ge=0, description='same tool this many times in a row when arguments "
+                           "are not captured (0: off, the default: paging and batch lookups look the same)')]") = 0
+    unchanged_min_occurrences: ("Annotated[int, Field(ge=2, description='calls of one read-only tool with equivalent "
+                                "arguments and the same result, no state-changing call between (not work in progress, "
+                                "not right before a change)')]") = 2
+
+    # made once per settings, shared by the detectors of every trace (see DetectorSettings)
+    polling: "ClassVar[cached_property[Globs]]" = cached_property(_polling)
+    plain: "ClassVar[cached_property[Plain]]" = cached_property(_plain)
 
 
 class StepRepetition(Detector):

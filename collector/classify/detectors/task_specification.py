@@ -13,19 +13,36 @@ A run whose instructions state neither rule, with no `confirm_tools`, is never f
 from __future__ import annotations
 
 import re
-from typing import Final
+from functools import cached_property
+from typing import Annotated, ClassVar, Final
 
-from ...config import TaskSpecificationSettings
+from pydantic import Field
+
+from ...config import DetectorSettings
 from ...normalize.instructions import CONFIRM_FIRST, ONE_CALL_AT_A_TIME
 from ...steps import LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..signals import CONTENT, STRUCTURE, asks_for_tools, hands_over
-from ..tools import STATE_CHANGING
+from ..tools import STATE_CHANGING, Globs
 
 # A user's turn saying yes to what the agent proposed.
 _AFFIRMS: Final = re.compile(
     r"\b(yes|yeah|yep|confirm(ed)?|go ahead|proceed|please do|do it|sounds good|that'?s (right|correct)|correct|"
     r"sure|ok(ay)?|agreed?|i agree|approved?)\b", re.IGNORECASE)
+
+
+def _confirm(settings: TaskSpecificationSettings) -> Globs:
+    return Globs(settings.confirm_tools)
+
+
+class TaskSpecificationSettings(DetectorSettings):
+    """`processor.detectors."FM-1.1"` (fields annotated as strings: see DetectorSettings)."""
+
+    confirm_tools: ("Annotated[list[str], Field(default_factory=list, description='tool patterns that may only run "
+                    "after a model turn asked the user, e.g. `[refund_*, delete_*]`')]")
+
+    # made once per settings, shared by the detectors of every trace (see DetectorSettings)
+    confirm: "ClassVar[cached_property[Globs]]" = cached_property(_confirm)
 
 
 class TaskSpecification(Detector):

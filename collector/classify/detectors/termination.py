@@ -10,10 +10,23 @@ that end a run by design (`processor.tools.final`) excepted (structure)."""
 
 from __future__ import annotations
 
-from ...config import TerminationSettings
+from typing import Annotated
+
+from pydantic import Field
+
+from ...config import DetectorSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..signals import CONTENT, STRUCTURE, asks_for_tools, limit_text
+
+
+class TerminationSettings(DetectorSettings):
+    """`processor.detectors."FM-1.5"` (fields annotated as strings: see DetectorSettings)."""
+
+    limit_texts: ("Annotated[bool, Field(description='also read the messages frameworks write when "
+                  "they stop a run at its limit, in final model outputs (content)')]") = True
+    cut_off: ("Annotated[bool, Field(description='a run stopped before the model saw the tool result it asked for "
+              "counts as stopped by a limit')]") = True
 
 
 class Termination(Detector):

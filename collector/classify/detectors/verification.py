@@ -14,13 +14,41 @@ that told the user something is not among their records while a record a lookup 
 
 from __future__ import annotations
 
-from ...config import VerificationSettings
+from functools import cached_property
+from typing import Annotated, ClassVar
+
+from pydantic import Field
+
+from ...config import DetectorSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..progress import conversation_ending, shared_progress
 from ..records import shared_records
 from ..signals import CONTENT, STRUCTURE, acknowledged_only, asks_for_tools, tool_error
-from ..tools import STATE_CHANGING
+from ..tools import STATE_CHANGING, Globs
+
+# Operations whose own result does not show the state they lead to: operations on running systems, and edits of
+# code (a program changed is not a program that works until something runs it).
+NEEDS_CHECK = ["*deploy*", "*restart*", "*rollout*", "*rollback*", "*reboot*", "*apply*", "*scale*", "*migrate*",
+               "*install*", "*patch*", "*failover*", "*drain*", "*cordon*", "*update_config*", "*set_config*",
+               "*feature_flag*", "edit", "edit_*", "*_edit", "*_edit_*", "str_replace*"]
+
+
+def _needs_check_globs(settings: VerificationSettings) -> Globs:
+    return Globs(settings.needs_check, lower=True)
+
+
+class VerificationSettings(DetectorSettings):
+    """`processor.detectors."FM-3.2"` (fields annotated as strings: see DetectorSettings)."""
+
+    needs_check: ("Annotated[list[str], Field(default_factory=lambda: list(NEEDS_CHECK), description='glob patterns "
+                  "(lower case) of changes whose own result does not show the new state: operations on running "
+                  "systems, and code edits (a program changed works only once something runs it)')]")
+    acknowledgements: ("Annotated[bool, Field(description='a change whose result only acknowledges the request "
+                       "(`accepted`, `queued`) needs a check too (content)')]") = True
+
+    # made once per settings, shared by the detectors of every trace (see DetectorSettings)
+    needs_check_globs: "ClassVar[cached_property[Globs]]" = cached_property(_needs_check_globs)
 
 
 class Verification(Detector):
