@@ -6,7 +6,7 @@ Signals:
   in the span's status or error type, content when only the result text shows it. Not when a model turn between
   them told the user it could not be done, nor when the next call changed the same record and worked (the change
   done another way; content);
-- the final answer treats a refused change as done (see `progress.ending`);
+- the final answer treats a refused change as done (as FM-3.3 finds it: `false_claim`);
 - with content (see `records`): a call on a record whose phone or email is not the user's, after the lookup
   that showed it (the agent disregarded who the user said they are); a change refused on a record the run had
   just read (its status was there to see)."""
@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
-from ..progress import ending, shared_progress
+from ..progress import shared_progress
 from ..records import shared_records
 from ..signals import CONTENT, explains_failure, same_record, tool_error, transient
 from ..tools import STATE_CHANGING
+from .incorrect_verification import false_claim
 
 
 class IgnoredInput(Detector):
@@ -75,7 +76,7 @@ class IgnoredInput(Detector):
             return Finding(self.code, 0.6, [record.step.span_id, step.span_id], f"{step.tool} was refused although "
                            f"{record.step.tool} had just shown the record's state", CONTENT,
                            quote=f"{record.id}{status}")
-        end = ending(self.progress)
+        end = false_claim(self.progress)  # FM-3.3's, when the change it treats as done was refused for good
         if end is None or end.ignored is None:
             return None
         answer = end.evidence[-1]

@@ -22,7 +22,7 @@ from pydantic import Field
 from ...config import DetectorSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
-from ..progress import conversation_ending, shared_progress
+from ..progress import Ending, Progress, handover, shared_progress, silent_end
 from ..records import shared_records
 from ..signals import CONTENT, STRUCTURE, acknowledged_only, asks_for_tools, tool_error
 from ..tools import STATE_CHANGING, Globs
@@ -96,11 +96,8 @@ class Verification(Detector):
     def finish(self) -> Finding | None:
         change = self.change
         if change is None or self.stopped or self._unseen:  # stopped from outside before it could check (FM-1.5)
-            end = conversation_ending(self.progress, self.code)  # none when a limit stopped the run
-            if end is not None:
-                return Finding(self.code, end.confidence, [s.span_id for s in end.evidence], end.reason, end.basis,
-                               quote=end.quote)
-            return self._unlooked()
+            end = concluded_without_cause(self.progress) or ended_silently(self.progress)  # none after a limit
+            return self._unlooked() if end is None else end.finding(self.code)
         why = "its result only acknowledged the request" if self.basis == CONTENT else "its result does not show " \
             "the new state"
         return Finding(self.code, 0.7, [change.span_id], f"{change.tool} changed state and the run ended without "
@@ -116,3 +113,23 @@ class Verification(Detector):
                        f"told the user something is not among their records without opening {len(unopened)} of the "
                        f"{len(listing.ids)} records {listing.step.tool} listed", CONTENT,
                        quote=f"{words} (never opened: {shown})")
+
+
+def concluded_without_cause(p: Progress) -> Ending | None:
+    """The run handed over to a person giving up, its reason naming no cause: it concluded the problem could not be
+    fixed without the checks that would have found the cause (FM-3.1 reads the same handover as giving up)."""
+    h = handover(p)
+    if h is None or h.gave_up is None:
+        return None
+    return Ending(0.6, CONTENT, h.evidence, f"handed over with {h.step.tool} without finding what causes the problem: "
+                  "the reason names no cause")
+
+
+def ended_silently(p: Progress) -> Ending | None:
+    """The run ended right after a change, saying nothing: the change was neither checked nor reported."""
+    end = silent_end(p)
+    if end is None:
+        return None
+    change, llm = end
+    return Ending(0.6, CONTENT, [change, llm], f"the run ended right after {change.tool}, saying nothing: the change "
+                  "was neither checked nor reported")
