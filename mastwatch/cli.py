@@ -183,7 +183,7 @@ def cmd_eval(args: argparse.Namespace, config: Config) -> int:
             tables.append(f"annotators' Cohen's kappa over {agreement['decisions']} (run, mode) decisions: "
                           f"{agreement['kappa']:.3f}")
         if args.corpus in ("scenarios", "all"):
-            report = evaluate(scenario_runs(content), config.processor)
+            report = evaluate(scenario_runs(labels, content), config.processor)
             out["scenarios"] = report.to_dict()
             tables.append(format_report(f"scenarios, content {args.content}", report))
         if args.corpus in ("blind", "all"):
