@@ -130,6 +130,16 @@ def test_eval_scores_it(plugin_env: dict[str, str], tmp_path: Path) -> None:
     assert "not assessed" not in line
 
 
+def test_mastwatch_docs_describes_it(plugin_env: dict[str, str]) -> None:
+    done = subprocess.run([*MASTWATCH, "docs"], capture_output=True, text=True, timeout=120, env=plugin_env)
+    assert done.returncode == 0, done.stderr
+    assert "| FM-2.4 Information withholding | a tool result that warns" in done.stdout  # the README's table
+    assert "| FM-2.2, FM-2.3 | not assessed from spans" in done.stdout
+    assert "### FM-2.4 Information withholding\n\nThe run kept from the user a warning" in done.stdout
+    assert '`processor.detectors."FM-2.4"`:' in done.stdout and "| `words` | `warning`, `caution`, `deprecated` |" \
+        in done.stdout
+
+
 @pytest.mark.parametrize(("code", "error"), [("FM-1.3", "two detectors for FM-1.3"),
                                              ("FM-9.9", "'FM-9.9' is not a MAST failure mode")])
 def test_a_plugin_that_cannot_be_used_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str,

@@ -1,9 +1,13 @@
 """FM-1.4 Loss of conversation history: the prompt collapses while the conversation goes on.
 
+Looks for: an agent's prompt (input tokens) falls below half its peak mid-conversation and stays small
+Basis: structure
+Content capture: no
+
 Per agent, conversation and model, a model call's input tokens normally grow with the history. When, after
 `min_calls` calls, a call's prompt falls below `drop_ratio` of the largest one so far (which had at least
-`min_tokens`), and the next call stays that small, the history was truncated or dropped (structure). A drop
-back to the size of the conversation's first call is FM-2.1 (reset) instead."""
+`min_tokens`), and the next call stays that small, the history was truncated or dropped. A drop back to within
+`reset_ratio` of the conversation's first call is FM-2.1 (a reset) instead."""
 
 from __future__ import annotations
 

@@ -1,16 +1,22 @@
 """FM-3.3 Incorrect verification: the run declared its work done while its own evidence says otherwise.
 
-Signals, judged when the trace is complete:
+Looks for: a success claim after a failed call, a failed check or a refused change; a handover claiming every step
+  was done
+Basis: content; structure for a failed last check
+Content capture: yes (without it: only a run that ended right after the check of its last change failed)
+
+Judged when the trace is complete:
 - a final answer claiming success ("done", "fixed", "all tests pass") right after a failed tool call (content);
   with content off, a run that ended right after the check of its last change failed (structure);
 - a final answer claiming success while the check of the last change failed, or showed the system unhealthy, and
   was never passed since (content);
-- a final answer claiming success while a change refused for good earlier was never redone, nor done another way
-  on the same record, nor explained to the user (a migration failed, the deploy that needs it went on,
-  "released"; content);
+- a final answer claiming success while a change refused for good was never redone, nor done another way on the
+  same record, nor explained to the user (a migration failed, the deploy that needs it went on, "released";
+  content);
 - a handover to a person claiming every step was done while the problem was still there (content);
 - success claimed after a change made to a record whose phone or email is not the one the user gave, or a figure
   told to the user that only such a record holds (content).
+
 A run stopped before the model saw the last tool result is FM-1.5's (stopped from outside, as by a step limit)."""
 
 from __future__ import annotations

@@ -1,15 +1,21 @@
 """FM-3.1 Premature termination: the run ended before its work was done.
 
-Signals, judged when the trace is complete:
+Looks for: the run ended right after a failed tool call, unexplained; a handover to a person giving up; a run that
+  ended right after a change, saying nothing
+Basis: structure or content
+Content capture: for handovers and silent ends
+
+Judged when the trace is complete:
 - the run ended right after a failed tool call, the model having seen the failure, without trying anything else
-  (structure when the failure is in the span's status or error type, content when only its result text shows it).
-  Not when the final answer claims success, or (content off) when the failed call was the check of a change:
+  (structure when the failure is in the span's status or error type, content when only its result text shows
+  it). Not when the final answer claims success, or (content off) when the failed call was the check of a change:
   FM-3.3; not when the same failure was met before and the run went on after it; not a change refused for good
   (not transiently) that a model turn after it explained to the user: the objective became impossible. With the
   answer not captured, a change refused for good is left alone (explained, falsely claimed or given up: unknown);
-- a handover to a person whose reason says the problem is still there, naming no cause the agent could not
-  remove itself (content);
+- a handover to a person (`transfer_to_human*`, `escalate*`) whose reason says the problem is still there and
+  names no cause the agent could not remove itself (content);
 - a run that ended right after a change that worked, its last model turn saying nothing (content).
+
 A run stopped before the model saw the last tool result is FM-1.5's (stopped from outside, as by a step limit)."""
 
 from __future__ import annotations

@@ -1,8 +1,12 @@
 """FM-1.2 Disobey role specification: an agent uses a tool outside its role.
 
-Needs the roles configured: `roles` maps agent name patterns to the tool patterns each may use; a tool call
-by a matching agent outside its patterns is a finding (structure). Off until roles are configured: tool
-definitions given to a model are not read from spans."""
+Looks for: a tool call outside the agent's configured `roles` (off by default)
+Basis: structure
+Content capture: no
+
+`roles` maps agent name patterns to the tool patterns each may use; a tool call by a matching agent outside its
+patterns is a finding (structure). Off until roles are configured: the tool definitions given to a model are not
+read from spans."""
 
 from __future__ import annotations
 

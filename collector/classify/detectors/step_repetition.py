@@ -1,20 +1,25 @@
 """FM-1.3 Step repetition: a step redone although it already completed.
 
-Signals, all incremental (constant work per step):
-- the same tool with equivalent arguments (canonical JSON) `min_occurrences` times or more;
-- short cycles of tool calls (A→B→A→B, period 2..`cycle_max_period`) repeated `cycle_min_repeats` times;
-- identical model text outputs (content capture on), `output_min_occurrences` times or more;
-- with arguments not captured: the same tool called `unknown_args_min_run` times in a row (low confidence;
-  off by default: paging, polling and batch lookups look the same).
+Looks for: the same tool with equivalent arguments three times, A→B→A→B cycles, identical model text outputs,
+  a lookup redone with the same result and nothing changed since; not retries, polling or re-checks after a change
+Basis: structure; content for model outputs
+Content capture: tool arguments and results must be captured
+
+Signals, each seen as the steps arrive:
+- the same tool with equivalent arguments (canonically equal JSON) `min_occurrences` times or more;
+- short cycles of tool calls (A→B→A→B, period 2 to `cycle_max_period`) repeated `cycle_min_repeats` times;
+- identical model text outputs, `output_min_occurrences` times or more (content);
+- with arguments not captured: the same tool called `unknown_args_min_run` times in a row (low confidence; off by
+  default: paging, polling and batch lookups look the same);
 - a read-only call made again with the same result and no state-changing call since, `unchanged_min_occurrences`
   times (a lookup whose answer the run already had), unless it shows work in progress (polling), comes in another
   conversation or after the prompt collapsed (a restart: FM-2.1, FM-1.4), or is followed at once by a
-  state-changing call (a look at the current state before changing it);
-Not repetition: tools matching `polling_tools`; up to `retry_limit` calls right after the same call
-failed (retries); a call whose captured result differs from the previous one (the world changed), or made again
-after a state-changing call (a check of the change); work redone by a fresh agent invocation after the one before
-it failed (a restart: FM-2.1 accounts for it).
-"""
+  state-changing call (a look at the current state before changing it).
+
+Not repetition: tools matching `polling_tools`; up to `retry_limit` calls right after the same call failed
+(retries); a call whose captured result differs from the previous one (the world changed), or made again after a
+state-changing call (a check of the change); work redone by a fresh agent invocation after the one before it
+failed (a restart: FM-2.1 accounts for it)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,18 @@
 """FM-1.1 Disobey task specification: a step the task's rules forbid.
 
+Looks for: the rules the agent's instructions state (one tool call at a time, explicit confirmation before a
+  change); tools in `confirm_tools` called before the user was asked
+Basis: content; structure for `confirm_tools`
+Content capture: yes, but for `confirm_tools`
+
 The rules come from two places:
-- the agent's own instructions (`gen_ai.system_instructions`, read by normalize.instructions; content capture
-  on): "one tool call at a time" is broken by a model turn asking for several tool calls at once; "explicit
-  confirmation before acting" by a state-changing call when the user has not said yes (or confirm, go ahead,
-  proceed) since the last state-changing call (judged only in runs whose users' turns are captured);
-- `confirm_tools`, tool patterns you configure that must only run after the user was asked, that is after a
-  model call that ended its turn (no tool calls) since the run began or since the last such tool ran
-  (structure).
+- the agent's own instructions (`gen_ai.system_instructions`; content): "one tool call at a time" is broken by a
+  model turn asking for several tool calls at once; "explicit confirmation before acting" by a state-changing call
+  when the user has not said yes (or confirm, go ahead, proceed) since the last state-changing call (judged only in
+  runs whose users' turns are captured);
+- `confirm_tools`, tool patterns you configure that must only run after the user was asked, that is after a model
+  call that ended its turn (no tool calls) since the run began or since the last such tool ran (structure).
+
 A run whose instructions state neither rule, with no `confirm_tools`, is never flagged."""
 
 from __future__ import annotations

@@ -1,16 +1,23 @@
 """FM-3.2 No or incomplete verification: the run changed state and finished without checking the result.
 
-A change needs a check when its tool matches `needs_check` (deployments, restarts, applied configs: their
-own result does not show the new state; structure), or when its captured result only acknowledges
-the request ("accepted", "queued", "restarting"; content). Any later read-only or unclassified tool call
-(a status query, a test run) counts as a check. Judged when the trace is complete; a run stopped from outside
-(a limit hit, or ended before the model saw the last tool result: FM-1.5) had no chance to check.
+Looks for: a change whose result doesn't show the new state, unchecked before the end; a result that only
+  acknowledges the request; a handover giving up without a cause
+Basis: structure or content
+Content capture: for acknowledgements, handovers and records
 
-With content: a run handed over to a person while the problem was still there and no cause found (see
-`progress.handover`) concluded it could not be fixed without the checks that would have found the cause; a run
-that ended right after a change, saying nothing (`progress.silent_end`), neither checked nor reported it; a run
-that told the user something is not among their records while a record a lookup had listed was never opened
-(`records`) concluded without looking."""
+Judged when the trace is complete. A change needs a check when its tool matches `needs_check` (deployments,
+restarts, applied configs, code edits: their own result does not show the new state; structure), or when its
+captured result only acknowledges the request ("accepted", "queued", "restarting"; content, `acknowledgements`).
+Any later read-only or unclassified tool call (a status query, a test run) counts as a check. A run stopped from
+outside (a limit hit, or ended before the model saw the last tool result: FM-1.5) had no chance to check.
+
+Also, with content:
+- a run handed over to a person while the problem was still there, its reason naming no cause, concluded it could
+  not be fixed without the checks that would have found the cause (FM-3.1 too);
+- a run that ended right after a change, its last model turn saying nothing, neither checked nor reported it
+  (FM-3.1 too);
+- a run that told the user something is not among their records ("I don't see a Seattle address on file") while a
+  record a lookup had listed was never opened concluded without looking."""
 
 from __future__ import annotations
 
