@@ -35,8 +35,8 @@ from setuptools import Extension, setup
 
 ROOT = Path(__file__).resolve().parent
 # Sources compiled by mypyc, relative to the repository (the store's row encoding, its durable queue's append
-# and the Prometheus totals run once per trace on the processor's thread). They define no pydantic models
-# (collector/config.py holds the settings): mypyc would build those classes without their validation. Package
+# and the Prometheus totals run once per trace on the processor's thread). The detectors' settings models in them
+# annotate their fields with strings, the annotations mypyc keeps whole (see DetectorSettings). Package
 # __init__ modules stay Python: a compiled one would look for its submodules in the installed layout, not the
 # editable one.
 COMPILED = ["collector/bounded.py", "collector/steps.py", "collector/content.py", "collector/assemble.py",

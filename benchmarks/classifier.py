@@ -4,11 +4,11 @@
   python benchmarks/classifier.py --traces 200 --one normalise|all   (under cachegrind: instructions)
   python benchmarks/classifier.py --recorded    (the 278 recorded tau2 runs of tests/data, run from a checkout)
 
-Runs are generated (mastwatch.scenarios): 25 model calls each asking for one tool, 25 tool calls, read-only and
-state-changing tools, some failing; without content attributes (the instrumentations' default), then with them
-(the costlier case: arguments are compared, results and outputs read). `--recorded` classifies the recorded
-customer-service runs instead (their users' turns, instructions and records read too), and gives the figure per
-50 steps.
+Runs are generated (with tests/scenarios of the checkout): 25 model calls each asking for one tool, 25 tool calls,
+read-only and state-changing tools, some failing; without content attributes (the instrumentations' default), then
+with them (the costlier case: arguments are compared, results and outputs read). `--recorded` classifies the
+recorded customer-service runs instead (their users' turns, instructions and records read too), and gives the
+figure per 50 steps.
 Every pass normalises fresh steps (content is reduced on first use, as it is live), so the classifier's figure
 is (normalise + classify) minus normalise alone, in process CPU time, best of five passes (the machine may be
 busy); with all default detectors and with FM-1.3 alone in the same run. Each run has its own ids in its
@@ -33,8 +33,10 @@ from mastwatch.collector.classify.engine import ClassifierEngine
 from mastwatch.collector.normalize import normalize_span
 from mastwatch.collector.receiver.decode import SpanRecord, records
 from mastwatch.evaluate import without_content
-from mastwatch.scenarios import Run
 from mastwatch.service import GC_THRESHOLDS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.scenarios import Run  # the checkout's, as the recorded runs
 
 TOOLS = ["get_order", "search_products", "update_order", "get_order_status", "send_email"]
 
@@ -57,7 +59,6 @@ def traces(n: int, content: bool) -> list[list[SpanRecord]]:
 
 def recorded(content: bool) -> list[list[SpanRecord]]:
     """The recorded runs with an outcome in tests/data (tau2-bench and tau2), their root spans left out."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from tests.otlp_corpus import outcome_corpus
 
     out = []

@@ -1,4 +1,4 @@
-"""mastwatch serve | replay | eval | demo | schema | top | dashboards | rules | report."""
+"""mastwatch serve | replay | eval | demo | schema | top | dashboards | rules | report | docs."""
 
 from __future__ import annotations
 
@@ -184,7 +184,7 @@ def cmd_eval(args: argparse.Namespace, config: Config) -> int:
             tables.append(f"annotators' Cohen's kappa over {agreement['decisions']} (run, mode) decisions: "
                           f"{agreement['kappa']:.3f}")
         if args.corpus in ("scenarios", "all"):
-            report = evaluate(scenario_runs(content), config.processor)
+            report = evaluate(scenario_runs(labels, content), config.processor)
             out["scenarios"] = report.to_dict()
             tables.append(format_report(f"scenarios, content {args.content}", report))
         if args.corpus in ("blind", "all"):
@@ -229,6 +229,23 @@ def cmd_report(args: argparse.Namespace, config: Config) -> int:
         return 2
 
     return main_report(config, Path(args.out), Path(args.png) if args.png else None, args.since)
+
+
+def cmd_docs(args: argparse.Namespace, config: Config) -> int:
+    from mastwatch.collector.classify.detectors import DetectorError, builtin_detectors, load_detectors
+    from mastwatch.detector_docs import BLOCKS, DocError, generate, write
+
+    try:
+        if args.write:  # the checkout's documents describe the built-in detectors
+            for path in write(Path(args.write), builtin_detectors()):
+                print(path)
+            return 0
+        for name, text in generate(load_detectors()).items():
+            print(f"<!-- {BLOCKS[name][0]}: {name} -->\n{text}\n")
+    except (DocError, DetectorError, OSError) as e:
+        print(f"mastwatch docs: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def cmd_schema(args: argparse.Namespace, config: Config) -> int:
@@ -360,6 +377,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--png", metavar="FILE.png", help="also one PNG image of the charts")
     report.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
     report.add_argument("--since", default="24h", help="time range back from now, e.g. 30m, 6h (default 24h)")
+    docs = sub.add_parser("docs", help="print the detectors' documentation as the docs' tables: the modes, each "
+                          "detector's signals and settings (installed plugins' included)")
+    _common(docs)
+    docs.add_argument("--write", metavar="DIR", help="fill in those tables in README.md and docs/ of the checkout DIR "
+                      "(the built-in detectors')")
     return parser
 
 
@@ -417,7 +439,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mastwatch: {e}", file=sys.stderr)
         return 2
     commands = {"serve": cmd_serve, "replay": cmd_replay, "eval": cmd_eval, "demo": cmd_demo, "schema": cmd_schema,
-                "top": cmd_top, "dashboards": cmd_dashboards, "rules": cmd_rules, "report": cmd_report}
+                "top": cmd_top, "dashboards": cmd_dashboards, "rules": cmd_rules, "report": cmd_report,
+                "docs": cmd_docs}
     try:
         return commands[args.command](args, config)
     except OSError as e:  # a port in use, a store directory that cannot be written

@@ -55,9 +55,12 @@ class Config(BaseModel):
 
 def _detectors(config: Config) -> None:
     """Every `processor.detectors.<code>` (and per agent) names a detector and holds valid settings for it."""
-    from mastwatch.collector.classify.detectors import load_detectors
+    from mastwatch.collector.classify.detectors import DetectorError, load_detectors
 
-    available = load_detectors()
+    try:
+        available = load_detectors()  # the built-in detectors and the installed plugins'
+    except DetectorError as e:
+        raise ConfigError(str(e)) from None
     problems = []
     sections = [("processor.detectors", config.processor.detectors)] + [
         (f"processor.agents[{i}].detectors", a.detectors) for i, a in enumerate(config.processor.agents)]

@@ -4,7 +4,8 @@ Runs go through the same Processor as `serve` and `replay`. Two corpora:
 - real: the recorded runs of a checkout's `tests/data`, converted to OTLP by `tests/otlp_corpus.py`, with the
   adjudicated labels in `tests/data/labels/final.json`; split by a stable hash of the run id into a dev part
   (two thirds, for development) and a test part (one third, for reporting), stratified by label set;
-- scenarios: generated runs with positive and negative variants per mode (`mastwatch.scenarios`);
+- scenarios: generated runs with positive and negative variants per mode (`tests/scenarios` of the checkout: a
+  module per detector);
 - blind: runs written from the MAST definitions and the span conventions alone, without the detectors or the
   scenarios at hand (`tests/data/blind`: OTLP/JSON lines and `labels.json` keyed by trace id); split by a stable
   hash of the run name into a dev part (about three fifths) and a test part (the rest, for reporting only).
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -234,6 +236,24 @@ def _corpus_module(labels_dir: Path) -> Any:
     return module
 
 
+def _scenarios_package(labels_dir: Path) -> Any:
+    """tests/scenarios of the checkout the labels belong to (tests/data/labels -> tests/scenarios), a package whose
+    modules import it by name."""
+    init = labels_dir.resolve().parent.parent / "scenarios" / "__init__.py"
+    if not init.is_file():
+        raise EvalError(f"{init.parent} not found: --labels must be the tests/data/labels folder of a mastwatch "
+                        "checkout")
+    name = "mastwatch_checkout_scenarios"
+    loaded = sys.modules.get(name)
+    if loaded is not None and loaded.__file__ == str(init):
+        return loaded
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(init.parent)])
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[name] = module
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
 def real_runs(labels_dir: Path, content: bool = True) -> list[LabelledRun]:
     from mastwatch.collector.receiver.decode import records
 
@@ -253,12 +273,12 @@ def real_runs(labels_dir: Path, content: bool = True) -> list[LabelledRun]:
     return runs
 
 
-def scenario_runs(content: bool = True) -> list[LabelledRun]:
+def scenario_runs(labels_dir: Path = DEFAULT_LABELS, content: bool = True) -> list[LabelledRun]:
+    """The generated scenarios of the checkout the labels belong to."""
     from mastwatch.collector.receiver.decode import records
-    from mastwatch.scenarios import scenarios
 
     runs = []
-    for scenario in scenarios():
+    for scenario in _scenarios_package(labels_dir).scenarios():
         spans = records(scenario.request).spans
         runs.append(LabelledRun(scenario.name, spans if content else without_content(spans), scenario.modes,
                                 "scenario"))

@@ -14,7 +14,7 @@ import pytest
 from mastwatch.evaluate import CONTENT_KEYS, CONTENT_PREFIXES
 from mastwatch.exporter.store.chdb_engine import ChdbEngine
 from mastwatch.exporter.store.schema import TABLES
-from mastwatch.scenarios import scenarios
+from tests.scenarios import scenarios
 from tests.test_receiver import post
 
 CANARY = "zqxcanary"

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from mastwatch.collector.classify.detectors import load_detectors
+from mastwatch.collector.classify.detector import Detector
+from mastwatch.collector.classify.detectors import builtin_detectors
 from mastwatch.collector.durations import parse_duration
 from mastwatch.config import Config
+from mastwatch.detector_docs import BLOCKS, DocError, committed, describe, generate
 
 ROOT = Path(__file__).parent.parent
 CONFIGURATION = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
@@ -57,14 +59,47 @@ def test_every_setting_is_documented_with_its_default() -> None:
             assert shown == str(value), key
 
 
+@pytest.mark.parametrize("block", list(BLOCKS))
+def test_the_detectors_documentation_is_what_they_generate(block: str) -> None:
+    """The README's modes, the detectors' sections of docs/classification.md and their settings in
+    docs/configuration.md come from the detectors' docstrings and settings models (`mastwatch docs --write .`)."""
+    path = BLOCKS[block][0]
+    assert committed(ROOT, block) == generate(builtin_detectors())[block], \
+        f"{path} differs from what the detectors generate: run `mastwatch docs --write .`"
+
+
 def test_every_detector_setting_is_documented() -> None:
     documented = _documented()
-    for code, detector in load_detectors().items():
+    for code, detector in builtin_detectors().items():
         assert f'processor.detectors."{code}"' in CONFIGURATION
-        for name, field in detector.Settings.model_fields.items():
+        for name in detector.Settings.model_fields:
             assert name in documented, f"{code} setting {name} missing from docs/configuration.md"
-            if isinstance(field.default, int) and not isinstance(field.default, bool):
-                assert documented[name] == str(field.default), name
+
+
+class _Undocumented(Detector):
+    code = "FM-2.2"  # this test module's docstring is not a detector's
+
+
+def test_a_detector_docstring_out_of_shape_is_refused() -> None:
+    with pytest.raises(DocError, match=re.escape("must start with 'FM-2.2 Fail to ask for clarification: '")):
+        describe(_Undocumented)
+    for code, detector in builtin_detectors().items():
+        doc = describe(detector)
+        assert doc.code == code and doc.summary and doc.looks_for and doc.basis and doc.content and doc.body
+
+
+def test_builtin_detector_settings_keep_their_descriptions_and_constraints() -> None:
+    """The built-in detectors are compiled: a settings field annotated otherwise than with a string loses its
+    description and constraints there, and a decorated cached_property is computed on every read (see
+    DetectorSettings)."""
+    detectors = builtin_detectors()
+    for code, detector in detectors.items():
+        for name, field in detector.Settings.model_fields.items():
+            assert field.description, f"{code} setting {name} has no description"
+        for name, value in vars(detector.Settings).items():
+            assert not isinstance(value, property), f"{code} settings: {name} is computed on every read"
+    assert detectors["FM-1.3"].Settings.model_fields["min_occurrences"].metadata
+    assert detectors["FM-1.4"].Settings.model_fields["drop_ratio"].metadata
 
 
 def test_readme_is_short() -> None:

@@ -87,7 +87,8 @@ def _runs(content: bool) -> list[LabelledRun]:
     """The labelled corpora (scenarios of every mode, recorded runs, the blind corpus), each trace once (the blind
     corpus repeats some recorded runs)."""
     runs, seen = [], set()
-    for run in [*scenario_runs(content), *real_runs(DATA / "labels", content), *blind_runs(DATA / "blind", content)]:
+    labels = DATA / "labels"
+    for run in [*scenario_runs(labels, content), *real_runs(labels, content), *blind_runs(DATA / "blind", content)]:
         ids = {span.trace_id for span in run.spans}
         if not ids & seen:
             runs.append(run)

@@ -96,8 +96,9 @@ def test_eval_command_json_and_table(tmp_path: Path) -> None:
     assert table.returncode == 0 and "FM-2.3  Task derailment" in table.stdout and "not assessed" in table.stdout
 
 
-def test_eval_outside_a_checkout_is_a_clear_error(tmp_path: Path) -> None:
-    result = subprocess.run([*MASTWATCH, "eval", "--corpus", "real"], capture_output=True, text=True, timeout=120,
+@pytest.mark.parametrize("corpus", ["real", "scenarios"])
+def test_eval_outside_a_checkout_is_a_clear_error(tmp_path: Path, corpus: str) -> None:
+    result = subprocess.run([*MASTWATCH, "eval", "--corpus", corpus], capture_output=True, text=True, timeout=120,
                             cwd=tmp_path)
     assert result.returncode == 2 and "--labels" in result.stderr
 

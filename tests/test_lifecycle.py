@@ -20,8 +20,8 @@ import pytest
 
 from mastwatch.demo import BEHAVIOURS, FLEET, SimulatedAgent
 from mastwatch.exporter.store.chdb_engine import ChdbEngine
-from mastwatch.scenarios import scenarios
 from tests.otlp_corpus import corpus, to_otlp_json_line
+from tests.scenarios import scenarios
 from tests.sdk_agents import agent_run, chat, provider, step, tool
 from tests.test_receiver import post, request_of
 

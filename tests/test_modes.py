@@ -3,6 +3,8 @@ evidence and a reason, look-alikes stay silent, content-only signals go quiet wi
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -20,7 +22,7 @@ from mastwatch.collector.receiver.decode import decode, records
 from mastwatch.collector.steps import Step, StepKind
 from mastwatch.collector.verdict import Verdict
 from mastwatch.evaluate import without_content
-from mastwatch.scenarios import Run, scenarios
+from tests.scenarios import Run, scenarios
 
 
 class Sink:
@@ -53,6 +55,7 @@ def classify_request(request: ExportTraceServiceRequest, content: bool = True,
 
 
 SCENARIOS = {s.name: s for s in scenarios()}
+LABELS = Path(__file__).parent / "data" / "labels"  # of the checkout whose tests/scenarios eval reads
 
 
 @pytest.mark.parametrize("name", sorted(n for n in SCENARIOS if n.startswith("d0-")))
@@ -60,7 +63,7 @@ def test_every_scenario_gets_its_labels_with_content_on(name: str) -> None:
     from mastwatch.evaluate import classify as classify_runs
     from mastwatch.evaluate import scenario_runs
 
-    run = next(r for r in scenario_runs() if r.run_id == name)
+    run = next(r for r in scenario_runs(LABELS) if r.run_id == name)
     found, _ = classify_runs([run])
     assert found[name] == set(run.modes)
 
@@ -121,7 +124,7 @@ def test_conversation_signals_need_content(name: str) -> None:
     from mastwatch.evaluate import classify as classify_runs
     from mastwatch.evaluate import scenario_runs
 
-    run = next(r for r in scenario_runs(content=False) if r.run_id == name)
+    run = next(r for r in scenario_runs(LABELS, content=False) if r.run_id == name)
     found, _ = classify_runs([run])
     assert not found[name] & set(run.modes)
 

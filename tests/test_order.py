@@ -18,8 +18,8 @@ from mastwatch.collector.processor import Processor
 from mastwatch.collector.receiver.decode import SpanRecord, decode
 from mastwatch.exporter.prometheus import PrometheusExporter, PrometheusExporterConfig
 from mastwatch.exporter.store.records import finding_rows, repeated_step_rows, trace_row
-from mastwatch.scenarios import scenarios
 from tests.otlp_corpus import corpus
+from tests.scenarios import scenarios
 
 
 class _Rows:

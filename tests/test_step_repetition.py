@@ -14,8 +14,8 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from mastwatch.collector.assemble import Trace
-from mastwatch.collector.classify.detectors.step_repetition import StepRepetition
-from mastwatch.collector.config import ProcessorConfig, StepRepetitionSettings
+from mastwatch.collector.classify.detectors.step_repetition import StepRepetition, StepRepetitionSettings
+from mastwatch.collector.config import ProcessorConfig
 from mastwatch.collector.content import PREVIEW_CHARS, RAW_LIMIT, Content, canonical_json, fingerprint
 from mastwatch.collector.processor import Increment, Processor
 from mastwatch.collector.receiver.decode import records

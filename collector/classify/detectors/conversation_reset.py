@@ -1,12 +1,17 @@
 """FM-2.1 Conversation reset: the dialogue restarts mid-run and its progress is lost.
 
-Signals (structure):
-- an agent's prompt, after growing, falls back to the size of the conversation's first call and stays there (see
-  FM-1.4, whose settings it shares);
+Looks for: an agent's prompt falls back to its first size; a new conversation, or a fresh invocation after a
+  failed one, redoing earlier calls
+Basis: structure
+Content capture: no
+
+Signals:
+- an agent's prompt, after growing, falls back to the size of the conversation's first call and stays there (as
+  FM-1.4 measures it, with the same settings);
 - an agent switches to a new conversation id and redoes a tool call it had already made in the previous one;
 - an agent invocation failed (a crashed worker, a limit) and a fresh invocation redoes its tool calls (the same
-  arguments; the same tools when arguments are not captured): the work is started over. The redone calls are
-  the finding's repeated steps (their spend is wasted; FM-1.3 leaves them to this mode)."""
+  arguments; the same tools when arguments are not captured): the work is started over. The redone calls are the
+  finding's repeated steps, their spend wasted (FM-1.3 leaves them to this mode)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,45 @@
 """FM-1.4 Loss of conversation history: the prompt collapses while the conversation goes on.
 
+Looks for: an agent's prompt (input tokens) falls below half its peak mid-conversation and stays small
+Basis: structure
+Content capture: no
+
 Per agent, conversation and model, a model call's input tokens normally grow with the history. When, after
 `min_calls` calls, a call's prompt falls below `drop_ratio` of the largest one so far (which had at least
-`min_tokens`), and the next call stays that small, the history was truncated or dropped (structure). A drop
-back to the size of the conversation's first call is FM-2.1 (reset) instead."""
+`min_tokens`), and the next call stays that small, the history was truncated or dropped. A drop back to within
+`reset_ratio` of the conversation's first call is FM-2.1 (a reset) instead."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from functools import cached_property
+from typing import Annotated, ClassVar, NamedTuple
+
+from pydantic import Field
 
 from ...assemble import Trace
-from ...config import HistoryLossSettings
+from ...config import DetectorSettings
 from ...steps import LLM, Finding, Step
 from ..detector import Detector, SharedState, shared
+
+
+def _limits(settings: HistoryLossSettings) -> tuple[int, int, float]:
+    """What a collapse is (min_calls, min_tokens, drop_ratio), read once: detectors are made per trace."""
+    return settings.min_calls, settings.min_tokens, settings.drop_ratio
+
+
+class HistoryLossSettings(DetectorSettings):
+    """`processor.detectors."FM-1.4"`, and FM-2.1's (fields annotated as strings: see DetectorSettings)."""
+
+    min_calls: "Annotated[int, Field(ge=1, description='model calls in the conversation before a drop counts')]" = 3
+    min_tokens: ("Annotated[int, Field(ge=1, description='smallest peak prompt (input tokens) whose collapse "
+                 "counts')]") = 2000
+    drop_ratio: ("Annotated[float, Field(gt=0, lt=1, description='a prompt below this share of the peak, twice in a "
+                 "row, is a collapse')]") = 0.5
+    reset_ratio: ("Annotated[float, Field(ge=1, description='a collapse to within this factor of the prompt of the "
+                  "first call is a reset (FM-2.1), else a loss (FM-1.4)')]") = 1.25
+
+    # made once per settings, shared by the detectors of every trace (see DetectorSettings)
+    limits: "ClassVar[cached_property[tuple[int, int, float]]]" = cached_property(_limits)
 
 
 class _Series:

@@ -1,24 +1,30 @@
 """FM-2.5 Ignored other agent's input: a tool said no and the agent went on as if it had said yes.
 
+Looks for: a failed state-changing call followed by a different one; a refused change treated as done; a call on a
+  record that is not the user's
+Basis: structure or content
+Content capture: for failures shown only in result text, and for records
+
 Signals:
-- a state-changing call failed (not a transient failure such as a timeout) and the next tool call is a
-  different state-changing call: neither a retry, nor a look at what went wrong. Structure when the failure is
-  in the span's status or error type, content when only the result text shows it. Not when a model turn between
-  them told the user it could not be done, nor when the next call changed the same record and worked (the change
-  done another way; content);
-- the final answer treats a refused change as done (see `progress.ending`);
-- with content (see `records`): a call on a record whose phone or email is not the user's, after the lookup
-  that showed it (the agent disregarded who the user said they are); a change refused on a record the run had
-  just read (its status was there to see)."""
+- a state-changing call failed (not transiently, as a timeout does) and the next tool call is a different
+  state-changing call: neither a retry, nor a look at what went wrong. Structure when the failure is in the span's
+  status or error type, content when only the result text shows it. Not when a model turn between them told the
+  user it could not be done, nor when the next call changed the same record and worked (the change done another
+  way; content);
+- the final answer treats as done a change refused for good (as FM-3.3 finds it; content);
+- a call on a record whose phone or email is not the one the user gave, after the lookup that showed it (the agent
+  disregarded who the user said they are; content);
+- a change refused on a record the run had just read: its status was there to see (content)."""
 
 from __future__ import annotations
 
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
-from ..progress import ending, shared_progress
+from ..progress import shared_progress
 from ..records import shared_records
 from ..signals import CONTENT, explains_failure, same_record, tool_error, transient
 from ..tools import STATE_CHANGING
+from .incorrect_verification import false_claim
 
 
 class IgnoredInput(Detector):
@@ -75,7 +81,7 @@ class IgnoredInput(Detector):
             return Finding(self.code, 0.6, [record.step.span_id, step.span_id], f"{step.tool} was refused although "
                            f"{record.step.tool} had just shown the record's state", CONTENT,
                            quote=f"{record.id}{status}")
-        end = ending(self.progress)
+        end = false_claim(self.progress)  # FM-3.3's, when the change it treats as done was refused for good
         if end is None or end.ignored is None:
             return None
         answer = end.evidence[-1]

@@ -1,4 +1,8 @@
-"""FM-2.6 Reasoning-action mismatch: the model says one thing and does another (content capture on).
+"""FM-2.6 Reasoning-action mismatch: the model says one thing and does another.
+
+Looks for: "I will call X" then calls Y; "I will correct it" then repeats the failed call unchanged
+Basis: content
+Content capture: yes
 
 Signals: the model names the tool it will use ("I will call search_flights") and calls another one; the model
 says it will change its approach ("I will correct the syntax and try again") and repeats, unchanged, the call

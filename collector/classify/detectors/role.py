@@ -1,16 +1,31 @@
 """FM-1.2 Disobey role specification: an agent uses a tool outside its role.
 
-Needs the roles configured: `roles` maps agent name patterns to the tool patterns each may use; a tool call
-by a matching agent outside its patterns is a finding (structure). Off until roles are configured: tool
-definitions given to a model are not read from spans."""
+Looks for: a tool call outside the agent's configured `roles` (off by default)
+Basis: structure
+Content capture: no
+
+`roles` maps agent name patterns to the tool patterns each may use; a tool call by a matching agent outside its
+patterns is a finding (structure). Off until roles are configured: the tool definitions given to a model are not
+read from spans."""
 
 from __future__ import annotations
 
 import fnmatch
+from typing import Annotated
 
-from ...config import RoleSettings
+from pydantic import Field
+
+from ...config import DetectorSettings
 from ...steps import LLM, TOOL, Finding, Step
 from ..detector import Detector
+
+
+class RoleSettings(DetectorSettings):
+    """`processor.detectors."FM-1.2"` (fields annotated as strings: see DetectorSettings)."""
+
+    enabled: "Annotated[bool, Field(description='run this detector: off until `roles` are configured')]" = False
+    roles: ("Annotated[dict[str, list[str]], Field(default_factory=dict, description='agent name pattern -> the tool "
+            "patterns it may use, e.g. `{triage-*: [get_*, search_*]}`')]")
 
 
 class Role(Detector):

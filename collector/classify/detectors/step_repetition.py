@@ -1,36 +1,85 @@
 """FM-1.3 Step repetition: a step redone although it already completed.
 
-Signals, all incremental (constant work per step):
-- the same tool with equivalent arguments (canonical JSON) `min_occurrences` times or more;
-- short cycles of tool calls (A→B→A→B, period 2..`cycle_max_period`) repeated `cycle_min_repeats` times;
-- identical model text outputs (content capture on), `output_min_occurrences` times or more;
-- with arguments not captured: the same tool called `unknown_args_min_run` times in a row (low confidence;
-  off by default: paging, polling and batch lookups look the same).
+Looks for: the same tool with equivalent arguments three times, A→B→A→B cycles, identical model text outputs,
+  a lookup redone with the same result and nothing changed since; not retries, polling or re-checks after a change
+Basis: structure; content for model outputs
+Content capture: tool arguments and results must be captured
+
+Signals, each seen as the steps arrive:
+- the same tool with equivalent arguments (canonically equal JSON) `min_occurrences` times or more;
+- short cycles of tool calls (A→B→A→B, period 2 to `cycle_max_period`) repeated `cycle_min_repeats` times;
+- identical model text outputs, `output_min_occurrences` times or more (content);
+- with arguments not captured: the same tool called `unknown_args_min_run` times in a row (low confidence; off by
+  default: paging, polling and batch lookups look the same);
 - a read-only call made again with the same result and no state-changing call since, `unchanged_min_occurrences`
   times (a lookup whose answer the run already had), unless it shows work in progress (polling), comes in another
   conversation or after the prompt collapsed (a restart: FM-2.1, FM-1.4), or is followed at once by a
-  state-changing call (a look at the current state before changing it);
-Not repetition: tools matching `polling_tools`; up to `retry_limit` calls right after the same call
-failed (retries); a call whose captured result differs from the previous one (the world changed), or made again
-after a state-changing call (a check of the change); work redone by a fresh agent invocation after the one before
-it failed (a restart: FM-2.1 accounts for it).
-"""
+  state-changing call (a look at the current state before changing it).
+
+Not repetition: tools matching `polling_tools`; up to `retry_limit` calls right after the same call failed
+(retries); a call whose captured result differs from the previous one (the world changed), or made again after a
+state-changing call (a check of the change); work redone by a fresh agent invocation after the one before it
+failed (a restart: FM-2.1 accounts for it)."""
 
 from __future__ import annotations
 
 import re
-from typing import Final
+from functools import cached_property
+from typing import Annotated, ClassVar, Final
 
-from ...config import StepRepetitionSettings
+from pydantic import Field
+
+from ...config import DetectorSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..signals import asks_for_tools, tool_error
-from ..tools import READ_ONLY, STATE_CHANGING
+from ..tools import READ_ONLY, STATE_CHANGING, Globs
 
 EVIDENCE_LIMIT: Final = 50
 # A result showing work still going on: asking again is polling.
 _IN_PROGRESS: Final = re.compile(r"\b(pending|running|in[ _-]progress|queued|processing|starting|waiting|"
                                  r"scheduled|deploying|creating|initiali[sz]ing)\b", re.IGNORECASE)
+
+
+Plain = tuple[int, int, int, int, int, int, int, Globs | None, int]
+
+
+def _polling(settings: StepRepetitionSettings) -> Globs:
+    return Globs(settings.polling_tools)
+
+
+def _plain(settings: StepRepetitionSettings) -> Plain:
+    """min_occurrences, retry_limit, cycle_max_period, cycle_min_repeats, output_min_occurrences, output_min_chars,
+    unknown_args_min_run, the polling tools (None: none) and unchanged_min_occurrences, read once: detectors are
+    made per trace, and read a plain attribute for less than a model's."""
+    return (settings.min_occurrences, settings.retry_limit, settings.cycle_max_period, settings.cycle_min_repeats,
+            settings.output_min_occurrences, settings.output_min_chars, settings.unknown_args_min_run,
+            settings.polling if settings.polling_tools else None, settings.unchanged_min_occurrences)
+
+
+class StepRepetitionSettings(DetectorSettings):
+    """`processor.detectors."FM-1.3"` (fields annotated as strings: see DetectorSettings)."""
+
+    min_occurrences: ("Annotated[int, Field(ge=2, description='calls of one tool with equivalent arguments that make a "
+                      "repetition')]") = 3
+    polling_tools: ("Annotated[list[str], Field(default_factory=list, description='glob patterns of tools that poll "
+                    "(never repetition), e.g. `get_*_status`')]")
+    retry_limit: ("Annotated[int, Field(ge=0, description='calls right after the same call failed that count as "
+                  "retries')]") = 2
+    cycle_max_period: "Annotated[int, Field(ge=0, description='longest cycle of tool calls looked for (0: off)')]" = 3
+    cycle_min_repeats: "Annotated[int, Field(ge=2, description='times a cycle must run')]" = 2
+    output_min_occurrences: ("Annotated[int, Field(ge=2, description='identical model text outputs that make a "
+                             "repetition')]") = 2
+    output_min_chars: "Annotated[int, Field(ge=1, description='shorter outputs are ignored')]" = 32
+    unknown_args_min_run: ("Annotated[int, Field(ge=0, description='same tool this many times in a row when arguments "
+                           "are not captured (0: off, the default: paging and batch lookups look the same)')]") = 0
+    unchanged_min_occurrences: ("Annotated[int, Field(ge=2, description='calls of one read-only tool with equivalent "
+                                "arguments and the same result, no state-changing call between (not work in progress, "
+                                "not right before a change)')]") = 2
+
+    # made once per settings, shared by the detectors of every trace (see DetectorSettings)
+    polling: "ClassVar[cached_property[Globs]]" = cached_property(_polling)
+    plain: "ClassVar[cached_property[Plain]]" = cached_property(_plain)
 
 
 class StepRepetition(Detector):

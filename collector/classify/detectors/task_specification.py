@@ -1,31 +1,53 @@
 """FM-1.1 Disobey task specification: a step the task's rules forbid.
 
+Looks for: the rules the agent's instructions state (one tool call at a time, explicit confirmation before a
+  change); tools in `confirm_tools` called before the user was asked
+Basis: content; structure for `confirm_tools`
+Content capture: yes, but for `confirm_tools`
+
 The rules come from two places:
-- the agent's own instructions (`gen_ai.system_instructions`, read by normalize.instructions; content capture
-  on): "one tool call at a time" is broken by a model turn asking for several tool calls at once; "explicit
-  confirmation before acting" by a state-changing call when the user has not said yes (or confirm, go ahead,
-  proceed) since the last state-changing call (judged only in runs whose users' turns are captured);
-- `confirm_tools`, tool patterns you configure that must only run after the user was asked, that is after a
-  model call that ended its turn (no tool calls) since the run began or since the last such tool ran
-  (structure).
+- the agent's own instructions (`gen_ai.system_instructions`; content): "one tool call at a time" is broken by a
+  model turn asking for several tool calls at once; "explicit confirmation before acting" by a state-changing call
+  when the user has not said yes (or confirm, go ahead, proceed) since the last state-changing call (judged only in
+  runs whose users' turns are captured);
+- `confirm_tools`, tool patterns you configure that must only run after the user was asked, that is after a model
+  call that ended its turn (no tool calls) since the run began or since the last such tool ran (structure).
+
 A run whose instructions state neither rule, with no `confirm_tools`, is never flagged."""
 
 from __future__ import annotations
 
 import re
-from typing import Final
+from functools import cached_property
+from typing import Annotated, ClassVar, Final
 
-from ...config import TaskSpecificationSettings
+from pydantic import Field
+
+from ...config import DetectorSettings
 from ...normalize.instructions import CONFIRM_FIRST, ONE_CALL_AT_A_TIME
 from ...steps import LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..signals import CONTENT, STRUCTURE, asks_for_tools, hands_over
-from ..tools import STATE_CHANGING
+from ..tools import STATE_CHANGING, Globs
 
 # A user's turn saying yes to what the agent proposed.
 _AFFIRMS: Final = re.compile(
     r"\b(yes|yeah|yep|confirm(ed)?|go ahead|proceed|please do|do it|sounds good|that'?s (right|correct)|correct|"
     r"sure|ok(ay)?|agreed?|i agree|approved?)\b", re.IGNORECASE)
+
+
+def _confirm(settings: TaskSpecificationSettings) -> Globs:
+    return Globs(settings.confirm_tools)
+
+
+class TaskSpecificationSettings(DetectorSettings):
+    """`processor.detectors."FM-1.1"` (fields annotated as strings: see DetectorSettings)."""
+
+    confirm_tools: ("Annotated[list[str], Field(default_factory=list, description='tool patterns that may only run "
+                    "after a model turn asked the user, e.g. `[refund_*, delete_*]`')]")
+
+    # made once per settings, shared by the detectors of every trace (see DetectorSettings)
+    confirm: "ClassVar[cached_property[Globs]]" = cached_property(_confirm)
 
 
 class TaskSpecification(Detector):

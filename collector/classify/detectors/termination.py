@@ -1,19 +1,39 @@
 """FM-1.5 Unaware of termination conditions: the run went on until a limit stopped it.
 
-Signals: a step that failed with a framework's limit error (LangGraph GraphRecursionError, OpenAI Agents SDK
-MaxTurnsExceeded, smolagents AgentMaxStepsError, pydantic-ai UsageLimitExceeded, ...: `Step.limit`, structure);
-a framework's "stopped at the limit" text in a final model output (CrewAI and LangChain "Agent stopped
-due to iteration limit", LlamaIndex "Reached max iterations", ...: content). Fires as soon as it is seen.
-When the trace is complete: the model asked for a tool and never saw its result, the run having stopped right
-after the tool returned (`cut_off`): the loop was stopped from outside, as a step or turn limit does; tools
-that end a run by design (`processor.tools.final`) excepted (structure)."""
+Looks for: framework limit errors (`GraphRecursionError`, `MaxTurnsExceeded`...); a run stopped before the model
+  saw the tool result it asked for; "stopped due to iteration limit" texts
+Basis: structure; content for the texts
+Content capture: no, but for the texts
+
+Signals:
+- a step that failed with a framework's limit error (LangGraph `GraphRecursionError`, OpenAI Agents SDK
+  `MaxTurnsExceeded`, smolagents `AgentMaxStepsError`, pydantic-ai `UsageLimitExceeded`...), as `error.type`, a
+  recorded exception or its message (structure); found as soon as it is seen;
+- a framework's "stopped at the limit" text in a final model output (CrewAI and LangChain "Agent stopped due to
+  iteration limit", LlamaIndex "Reached max iterations"...; content, `limit_texts`);
+- when the trace is complete: the model asked for a tool and never saw its result, the run having stopped right
+  after the tool returned: the loop was stopped from outside, as a step or turn limit does (structure,
+  `cut_off`); tools that end a run by design (`processor.tools.final`) excepted."""
 
 from __future__ import annotations
 
-from ...config import TerminationSettings
+from typing import Annotated
+
+from pydantic import Field
+
+from ...config import DetectorSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..signals import CONTENT, STRUCTURE, asks_for_tools, limit_text
+
+
+class TerminationSettings(DetectorSettings):
+    """`processor.detectors."FM-1.5"` (fields annotated as strings: see DetectorSettings)."""
+
+    limit_texts: ("Annotated[bool, Field(description='also read the messages frameworks write when "
+                  "they stop a run at its limit, in final model outputs (content)')]") = True
+    cut_off: ("Annotated[bool, Field(description='a run stopped before the model saw the tool result it asked for "
+              "counts as stopped by a limit')]") = True
 
 
 class Termination(Detector):

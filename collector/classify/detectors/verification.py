@@ -1,26 +1,61 @@
 """FM-3.2 No or incomplete verification: the run changed state and finished without checking the result.
 
-A change needs a check when its tool matches `needs_check` (deployments, restarts, applied configs: their
-own result does not show the new state; structure), or when its captured result only acknowledges
-the request ("accepted", "queued", "restarting"; content). Any later read-only or unclassified tool call
-(a status query, a test run) counts as a check. Judged when the trace is complete; a run stopped from outside
-(a limit hit, or ended before the model saw the last tool result: FM-1.5) had no chance to check.
+Looks for: a change whose result doesn't show the new state, unchecked before the end; a result that only
+  acknowledges the request; a handover giving up without a cause
+Basis: structure or content
+Content capture: for acknowledgements, handovers and records
 
-With content: a run handed over to a person while the problem was still there and no cause found (see
-`progress.handover`) concluded it could not be fixed without the checks that would have found the cause; a run
-that ended right after a change, saying nothing (`progress.silent_end`), neither checked nor reported it; a run
-that told the user something is not among their records while a record a lookup had listed was never opened
-(`records`) concluded without looking."""
+Judged when the trace is complete. A change needs a check when its tool matches `needs_check` (deployments,
+restarts, applied configs, code edits: their own result does not show the new state; structure), or when its
+captured result only acknowledges the request ("accepted", "queued", "restarting"; content, `acknowledgements`).
+Any later read-only or unclassified tool call (a status query, a test run) counts as a check. A run stopped from
+outside (a limit hit, or ended before the model saw the last tool result: FM-1.5) had no chance to check.
+
+Also, with content:
+- a run handed over to a person while the problem was still there, its reason naming no cause, concluded it could
+  not be fixed without the checks that would have found the cause (FM-3.1 too);
+- a run that ended right after a change, its last model turn saying nothing, neither checked nor reported it
+  (FM-3.1 too);
+- a run that told the user something is not among their records ("I don't see a Seattle address on file") while a
+  record a lookup had listed was never opened concluded without looking."""
 
 from __future__ import annotations
 
-from ...config import VerificationSettings
+from functools import cached_property
+from typing import Annotated, ClassVar
+
+from pydantic import Field
+
+from ...config import DetectorSettings
 from ...steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
-from ..progress import conversation_ending, shared_progress
+from ..progress import Ending, Progress, handover, shared_progress, silent_end
 from ..records import shared_records
 from ..signals import CONTENT, STRUCTURE, acknowledged_only, asks_for_tools, tool_error
-from ..tools import STATE_CHANGING
+from ..tools import STATE_CHANGING, Globs
+
+# Operations whose own result does not show the state they lead to: operations on running systems, and edits of
+# code (a program changed is not a program that works until something runs it).
+NEEDS_CHECK = ["*deploy*", "*restart*", "*rollout*", "*rollback*", "*reboot*", "*apply*", "*scale*", "*migrate*",
+               "*install*", "*patch*", "*failover*", "*drain*", "*cordon*", "*update_config*", "*set_config*",
+               "*feature_flag*", "edit", "edit_*", "*_edit", "*_edit_*", "str_replace*"]
+
+
+def _needs_check_globs(settings: VerificationSettings) -> Globs:
+    return Globs(settings.needs_check, lower=True)
+
+
+class VerificationSettings(DetectorSettings):
+    """`processor.detectors."FM-3.2"` (fields annotated as strings: see DetectorSettings)."""
+
+    needs_check: ("Annotated[list[str], Field(default_factory=lambda: list(NEEDS_CHECK), description='glob patterns "
+                  "(lower case) of changes whose own result does not show the new state: operations on running "
+                  "systems, and code edits (a program changed works only once something runs it)')]")
+    acknowledgements: ("Annotated[bool, Field(description='a change whose result only acknowledges the request "
+                       "(`accepted`, `queued`) needs a check too (content)')]") = True
+
+    # made once per settings, shared by the detectors of every trace (see DetectorSettings)
+    needs_check_globs: "ClassVar[cached_property[Globs]]" = cached_property(_needs_check_globs)
 
 
 class Verification(Detector):
@@ -68,11 +103,8 @@ class Verification(Detector):
     def finish(self) -> Finding | None:
         change = self.change
         if change is None or self.stopped or self._unseen:  # stopped from outside before it could check (FM-1.5)
-            end = conversation_ending(self.progress, self.code)  # none when a limit stopped the run
-            if end is not None:
-                return Finding(self.code, end.confidence, [s.span_id for s in end.evidence], end.reason, end.basis,
-                               quote=end.quote)
-            return self._unlooked()
+            end = concluded_without_cause(self.progress) or ended_silently(self.progress)  # none after a limit
+            return self._unlooked() if end is None else end.finding(self.code)
         why = "its result only acknowledged the request" if self.basis == CONTENT else "its result does not show " \
             "the new state"
         return Finding(self.code, 0.7, [change.span_id], f"{change.tool} changed state and the run ended without "
@@ -88,3 +120,23 @@ class Verification(Detector):
                        f"told the user something is not among their records without opening {len(unopened)} of the "
                        f"{len(listing.ids)} records {listing.step.tool} listed", CONTENT,
                        quote=f"{words} (never opened: {shown})")
+
+
+def concluded_without_cause(p: Progress) -> Ending | None:
+    """The run handed over to a person giving up, its reason naming no cause: it concluded the problem could not be
+    fixed without the checks that would have found the cause (FM-3.1 reads the same handover as giving up)."""
+    h = handover(p)
+    if h is None or h.gave_up is None:
+        return None
+    return Ending(0.6, CONTENT, h.evidence, f"handed over with {h.step.tool} without finding what causes the problem: "
+                  "the reason names no cause")
+
+
+def ended_silently(p: Progress) -> Ending | None:
+    """The run ended right after a change, saying nothing: the change was neither checked nor reported."""
+    end = silent_end(p)
+    if end is None:
+        return None
+    change, llm = end
+    return Ending(0.6, CONTENT, [change, llm], f"the run ended right after {change.tool}, saying nothing: the change "
+                  "was neither checked nor reported")

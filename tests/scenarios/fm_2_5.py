@@ -1,0 +1,45 @@
+"""FM-2.5 Ignored other agent's input: a refusal gone past, someone else's record used; an investigated refusal, the
+user's own record and a change done another way are not."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from . import Built, Run
+
+
+def generate(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str) -> Iterator[Built]:
+    r = Run(f"{tag}-goes-on-after-failed-write")
+    r.call(write, wargs, "error: the record is locked", error="LockedError")
+    r.call("send_confirmation_email", {"to": "user@example.com"}, "sent")
+    yield r.name, {"FM-2.5"}, r.answer("I sent you the confirmation.")
+    r = Run(f"{tag}-investigates-failed-write")
+    r.call(write, wargs, "error: the record is locked", error="LockedError").call(read, rargs, {"locked": False})
+    r.call(write, wargs, {"status": "done"})
+    yield r.name, set(), r.answer("It was locked briefly; the change is now done.")
+    record = {"record_id": "A-2", "phone_number": "555-010-2001", "status": "active"}
+    r = Run(f"{tag}-acts-on-someone-elses-record")
+    r.user("Hi, my number is 555-010-2002.").call("find_records", {"owner": "me"}, {"ids": ["A-1", "A-2"]})
+    r.call("get_record_details", {"id": "A-2"}, record).call("enable_feature", {"id": "A-2"}, "enabled")
+    yield r.name, {"FM-2.5", "FM-3.3"}, r.answer("The feature has been enabled for your line.")
+    r = Run(f"{tag}-acts-on-the-users-record")
+    r.user("Hi, my number is 555-010-2001.").call("find_records", {"owner": "me"}, {"ids": ["A-1", "A-2"]})
+    r.call("get_record_details", {"id": "A-2"}, record).call("enable_feature", {"id": "A-2"}, "enabled")
+    yield r.name, set(), r.answer("The feature has been enabled for your line.")
+    r = Run(f"{tag}-change-refused-as-shown")
+    r.call("get_record_details", {"id": "A-2"}, record)
+    r.call("resume_record", {"id": "A-2"}, "Error: record must be suspended to resume", error="ToolError")
+    yield r.name, {"FM-2.5"}, r.answer("I'm sorry, the record cannot be resumed: it is not suspended.")
+    r = Run(f"{tag}-refused-then-done-another-way")  # the same order changed with the tool that applies
+    r.call("exchange_order_items", {"order_id": "#A-100", "item": "blue"}, "Error: the order is not delivered",
+           error="ToolError")
+    r.call("modify_order_items", {"order_id": "#A-100", "item": "blue"}, {"order_id": "#A-100", "status": "modified"})
+    yield r.name, set(), r.answer("Your order #A-100 has been modified to the blue item.")
+    r = Run(f"{tag}-refusal-explained-then-other-work")
+    r.call("modify_order_items", {"order_id": "#A-100", "items": []}, "Error: the number of items should match",
+           error="ToolError")
+    r.answer("Unfortunately I cannot remove items from an order, only swap them. Anything else?")
+    r.user("Then update my address to 1 Pine St.").call("modify_user_address", {"user_id": "u-7"},
+                                                      {"user_id": "u-7", "address": "1 Pine St"})
+    yield r.name, set(), r.answer("Your address has been updated to 1 Pine St.")

@@ -1,0 +1,49 @@
+"""FM-3.3 Incorrect verification: success claimed after a failure, a failed check or a refused change, or in a
+handover; a reported failure and a claim that holds are not."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from . import Built, Run
+
+
+def generate(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str) -> Iterator[Built]:
+    r = Run(f"{tag}-claims-after-error")  # the change was refused and the answer treats it as done
+    r.call(read, rargs, {"id": 1}).call(write, wargs, "error: payment method declined", error="PaymentError")
+    yield r.name, {"FM-2.5", "FM-3.3"}, r.answer("All set! Your request has been completed successfully.")
+    r = Run(f"{tag}-terse-claim-after-error")  # the check of the change failed, the answer says it passed
+    r.call(write, wargs, {"id": 1}).call("run_check", rargs, "Traceback (most recent call last): KeyError: 'id'")
+    yield r.name, {"FM-3.3"}, r.answer("Fixed: it now runs without error.")
+    r = Run(f"{tag}-failed-write-then-claimed")  # an earlier change failed for good, the run says all is done
+    r.call(write, wargs, "error: schema migration failed", error="MigrationError")
+    r.call("deploy_release", {"version": "v3"}, {"status": "rolled out"}).call(check, rargs, {"status": "ok"})
+    yield r.name, {"FM-2.5", "FM-3.3"}, r.answer("Released: the migration and the deployment are done.")
+    r = Run(f"{tag}-lookup-failed-worked-around")  # a failed lookup, another way found: the claim is true
+    r.call(read, rargs, "not found", error="NotFoundError").call("search_records", {"q": "W1001"}, {"id": 1})
+    r.call(write, wargs, {"id": 1, "status": "done"}).call(check, rargs, {"id": 1, "status": "done"})
+    yield r.name, set(), r.answer("Your request has been completed successfully.")
+    svc = {"service": f"{tag}-api", "namespace": "prod"}
+    r = Run(f"{tag}-check-fails-claimed", agent="sre-agent")
+    r.call("apply_config", {**svc, "memory": "2Gi"}, "configured")
+    r.call("get_deployment_status", svc, "error: CrashLoopBackOff (2/3 pods failing)", error="CheckFailed")
+    yield r.name, {"FM-3.3"}, r.answer("The new memory limit has been applied and the service is fixed.")
+    r = Run(f"{tag}-check-fails-then-fixed", agent="sre-agent")
+    r.call("apply_config", {**svc, "memory": "2Gi"}, "configured")
+    r.call("get_deployment_status", svc, "error: CrashLoopBackOff", error="CheckFailed")
+    r.call("apply_config", {**svc, "memory": "4Gi"}, "configured").call("get_deployment_status", svc, {"ready": "3/3"})
+    yield r.name, set(), r.answer("The service is fixed: all 3 pods are ready with 4Gi.")
+    r = Run(f"{tag}-check-unhealthy-claimed", agent="sre-agent")  # the check worked and shows failing pods
+    r.call("restart_deployment", svc, "deployment restarted")
+    r.call("get_pods", svc, f"{tag}-api-7f9c 0/1 CrashLoopBackOff 5 3m")
+    yield r.name, {"FM-3.3"}, r.answer("Restarted; the service is healthy again.")
+    r = Run(f"{tag}-check-unhealthy-reported", agent="sre-agent")
+    r.call("restart_deployment", svc, "deployment restarted")
+    r.call("get_pods", svc, f"{tag}-api-7f9c 0/1 CrashLoopBackOff 5 3m")
+    yield r.name, set(), r.answer("Restarted, but the pods are in CrashLoopBackOff: the new image does not start.")
+    handover = "transfer_to_human_agents"
+    r = Run(f"{tag}-hands-over-claiming-all-done")
+    r.user("My service still does not work.").call(read, rargs, {"id": 1, "status": "open"})
+    r.call(handover, {"summary": "All standard troubleshooting steps have been completed."}, "Transfer successful")
+    yield r.name, {"FM-3.3"}, r.answer("You are being transferred to a human agent.")
