@@ -45,7 +45,8 @@ def plugin_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str
     install(site, "mastwatch_withholding", "mastwatch_withholding")
     monkeypatch.syspath_prepend(str(PLUGIN))
     monkeypatch.syspath_prepend(str(site))
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(PLUGIN), os.environ.get("PYTHONPATH", "")])}
+    paths = [str(site), str(PLUGIN), os.environ.get("PYTHONPATH", "")]  # no empty entry: it would mean the cwd
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
 
 
 def warned(name: str, passed_on: bool) -> Run:
