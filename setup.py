@@ -41,7 +41,8 @@ ROOT = Path(__file__).resolve().parent
 # editable one.
 COMPILED = ["collector/bounded.py", "collector/steps.py", "collector/content.py", "collector/assemble.py",
             "collector/normalize/*.py", "collector/classify/*.py", "collector/classify/detectors/*.py",
-            "collector/spend.py", "collector/verdict.py", "collector/processor.py", "exporter/store/records.py",
+            "collector/spend.py", "collector/verdict.py", "collector/published.py", "collector/processor.py",
+            "exporter/store/records.py",
             "exporter/store/queue.py", "exporter/totals.py"]
 # Installed package of each top-level source folder (as package-dir in pyproject.toml).
 PACKAGES = {"collector": "collector", "exporter": "exporter", "dashboards": "dashboards"}

@@ -12,7 +12,6 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from mastwatch.collector.threads import name_os_thread
@@ -21,10 +20,11 @@ from mastwatch.collector.throttled_log import ThrottledLog
 from .assemble import SHUTDOWN, Trace, TraceAssembler
 from .classified import ClassifiedTraces
 from .classify.engine import NO_FINDINGS, ClassifierEngine
-from .classify.modes import MODES, FailureMode
+from .classify.modes import MODES
 from .config import ProcessorConfig
 from .journal import JSON, PROTOBUF, SpanJournal
 from .normalize import normalize_span
+from .published import NO_INCREMENT, Increment, LiveFindings
 from .receiver.decode import SpanRecord, decode, records
 from .receiver.otlp_json import parse_request
 from .spend import Waste, add_tokens, load_prices, price, usd_total
@@ -46,50 +46,12 @@ class Published:
         self.live: Waste | None = None  # accounted incrementally while the trace is open
 
 
-@dataclass(init=False)  # __init__ written out: it is compiled, a generated one is not
-class Increment:
-    """New facts about one trace for the counters: modes first shown, repeated steps and their waste."""
-
-    service: str
-    agent: str
-    modes: list[FailureMode]
-    repeated_by_tool: dict[str, int]
-    wasted_tokens: dict[tuple[str, str], int]
-    wasted_cost: dict[str, float]
-
-    def __init__(self, service: str, agent: str, modes: list[FailureMode], repeated_by_tool: dict[str, int],
-                 wasted_tokens: dict[tuple[str, str], int], wasted_cost: dict[str, float]) -> None:
-        self.service, self.agent, self.modes = service, agent, modes
-        self.repeated_by_tool, self.wasted_tokens, self.wasted_cost = repeated_by_tool, wasted_tokens, wasted_cost
-
-
-@dataclass(init=False)
-class LiveFindings:
-    """All of one trace's findings so far, for those who act on a run while it goes on (a stop signal). Told each
-    time they change, before the labels are final: `agent` is the one the spans have named so far. `final` once
-    the trace is classified."""
-
-    trace_id: bytes
-    service: str
-    agent: str
-    findings: list[Finding]
-    wasted_tokens: int
-    wasted_cost: float
-    final: bool
-
-    def __init__(self, trace_id: bytes, service: str, agent: str, findings: list[Finding], wasted_tokens: int,
-                 wasted_cost: float, final: bool) -> None:
-        self.trace_id, self.service, self.agent, self.findings = trace_id, service, agent, findings
-        self.wasted_tokens, self.wasted_cost, self.final = wasted_tokens, wasted_cost, final
-
-
 class LiveListener(Protocol):
     def findings_changed(self, changes: list[LiveFindings]) -> None:
         """Called on the processor's thread: must not block (queue, and return)."""
 
 
 NO_WASTE: Final = Waste()  # the waste of a trace without repeated steps; shared, never changed
-NO_INCREMENT: Final = Increment("", "", [], {}, {}, {})  # nothing new for the counters; shared, never changed
 
 
 class Exporter(Protocol):

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mastwatch import __version__
 from mastwatch.collector.classify.modes import MODES
-from mastwatch.collector.processor import Increment
+from mastwatch.collector.published import Increment
 from mastwatch.collector.verdict import Verdict
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from collections import OrderedDict
 from typing import Any
 
 from mastwatch.collector.classify.modes import MODES
-from mastwatch.collector.processor import LiveFindings
+from mastwatch.collector.published import LiveFindings
 
 PATH = "/v1/findings/"
 TRACE_ID = re.compile(r"[0-9a-f]{32}")

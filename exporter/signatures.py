@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter
 
 from mastwatch.collector.classify.modes import MODES
-from mastwatch.collector.processor import Increment
+from mastwatch.collector.published import Increment
 from mastwatch.collector.signature import signature
 from mastwatch.collector.verdict import Verdict
 

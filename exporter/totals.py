@@ -12,7 +12,7 @@ from typing import Any, Final
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
-from mastwatch.collector.processor import Increment
+from mastwatch.collector.published import Increment
 from mastwatch.collector.verdict import Verdict
 
 OVERFLOW: Final = "other"

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from mastwatch.collector.classify.modes import MODES
 from mastwatch.collector.durations import Duration
-from mastwatch.collector.processor import LiveFindings
+from mastwatch.collector.published import LiveFindings
 
 log = logging.getLogger(__name__)
 SIGNATURE_HEADER = "X-Mastwatch-Signature"

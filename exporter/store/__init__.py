@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from mastwatch.collector.durations import Duration
 from mastwatch.collector.judge.stage import Judgement
-from mastwatch.collector.processor import Increment
+from mastwatch.collector.published import Increment
 from mastwatch.collector.telemetry import NullTelemetry
 from mastwatch.collector.threads import name_os_thread
 from mastwatch.collector.verdict import Verdict

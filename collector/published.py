@@ -1,0 +1,52 @@
+"""What the processor tells the exporters and listeners besides verdicts: the new facts of a trace for the
+counters (`Increment`), and a trace's findings while it runs (`LiveFindings`). Exporters import these, not the
+processor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from .classify.modes import FailureMode
+from .steps import Finding
+
+
+@dataclass(init=False)  # __init__ written out: it is compiled, a generated one is not
+class Increment:
+    """New facts about one trace for the counters: modes first shown, repeated steps and their waste."""
+
+    service: str
+    agent: str
+    modes: list[FailureMode]
+    repeated_by_tool: dict[str, int]
+    wasted_tokens: dict[tuple[str, str], int]
+    wasted_cost: dict[str, float]
+
+    def __init__(self, service: str, agent: str, modes: list[FailureMode], repeated_by_tool: dict[str, int],
+                 wasted_tokens: dict[tuple[str, str], int], wasted_cost: dict[str, float]) -> None:
+        self.service, self.agent, self.modes = service, agent, modes
+        self.repeated_by_tool, self.wasted_tokens, self.wasted_cost = repeated_by_tool, wasted_tokens, wasted_cost
+
+
+@dataclass(init=False)
+class LiveFindings:
+    """All of one trace's findings so far, for those who act on a run while it goes on (a stop signal). Told each
+    time they change, before the labels are final: `agent` is the one the spans have named so far. `final` once
+    the trace is classified."""
+
+    trace_id: bytes
+    service: str
+    agent: str
+    findings: list[Finding]
+    wasted_tokens: int
+    wasted_cost: float
+    final: bool
+
+    def __init__(self, trace_id: bytes, service: str, agent: str, findings: list[Finding], wasted_tokens: int,
+                 wasted_cost: float, final: bool) -> None:
+        self.trace_id, self.service, self.agent, self.findings = trace_id, service, agent, findings
+        self.wasted_tokens, self.wasted_cost, self.final = wasted_tokens, wasted_cost, final
+
+
+
+NO_INCREMENT: Final = Increment("", "", [], {}, {}, {})  # nothing new for the counters; shared, never changed
