@@ -135,6 +135,15 @@ def _serve(store: Path, *settings: str) -> _Serve:
     return _Serve(command, grpc, f"http://{http}/v1/traces", f"http://{metrics}/metrics")
 
 
+def _stopped(proc: subprocess.Popen) -> str:
+    """SIGTERM, as an orchestrator stops it; what it logged (killed if it does not stop)."""
+    try:
+        proc.send_signal(signal.SIGTERM)
+        return proc.communicate(timeout=60)[1]
+    finally:
+        proc.kill()
+
+
 def _wait_metrics(metrics: str, text: str, timeout: float = 15.0) -> None:
     """Until the metrics page shows `text` (a sample line)."""
     deadline = time.monotonic() + timeout
@@ -339,10 +348,8 @@ def test_a_trace_whose_rows_were_queued_before_a_crash_is_not_classified_again(t
         assert post(server.url, request_of(3, trace=88, root=False).SerializeToString())[0] == 200
         _wait_metrics(server.metrics, "mastwatch_spans_buffered 3.0")
         shutil.copytree(store / "journal", tmp_path / "journal")  # the request, acknowledged and journaled
-        proc.send_signal(signal.SIGTERM)  # classified at shutdown: its row written
-        _, stderr = proc.communicate(timeout=60)
     finally:
-        proc.kill()
+        stderr = _stopped(proc)  # classified at shutdown: its row written
     assert proc.returncode == 0, stderr
     shutil.rmtree(store / "journal")
     shutil.copytree(tmp_path / "journal", store / "journal")
@@ -350,10 +357,8 @@ def test_a_trace_whose_rows_were_queued_before_a_crash_is_not_classified_again(t
     proc = subprocess.Popen(server.command, stderr=subprocess.PIPE, text=True)
     try:
         _wait_http(server.metrics)  # listening: the journal is replayed
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=60)
     finally:
-        proc.kill()
+        stderr = _stopped(proc)
     assert proc.returncode == 0, stderr
     assert "1 replayed traces have rows already" in stderr
     rows = _query_store(store, "SELECT trace_id, count() AS n FROM mastwatch.mast_traces GROUP BY trace_id")

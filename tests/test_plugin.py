@@ -24,6 +24,7 @@ from mastwatch.collector.verdict import Verdict
 from mastwatch.config import ConfigError, load
 from tests.otlp_corpus import to_otlp_json_line
 from tests.scenarios import Run
+from tests.test_modes import Sink
 
 ROOT = Path(__file__).parent.parent
 PLUGIN = Path(__file__).parent / "plugin"  # the plugin's module, outside the mastwatch package
@@ -54,20 +55,6 @@ def warned(name: str, passed_on: bool) -> Run:
     run = Run(name).call("get_account", {"account_id": "A-7"}, "Warning: the card on file expires tomorrow")
     return run.answer("Your account is in good standing." + (" Warning: your card expires tomorrow." if passed_on
                                                             else ""))
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.verdicts: list[Verdict] = []
-
-    def export_increments(self, increments) -> None:
-        pass
-
-    def export_verdicts(self, verdicts: list[Verdict], increments) -> None:
-        self.verdicts.extend(verdicts)
-
-    def shutdown(self) -> None:
-        pass
 
 
 def classify(run: Run, config: ProcessorConfig) -> Verdict:
