@@ -154,7 +154,11 @@ class Processor:
         if journal is None:
             return 0
         if stored is not None:
-            replayed = {s.trace_id for spans, _ in self._journaled(journal, quiet=True) for s in spans}
+            replayed: set[bytes] = set()
+            for spans, segment in self._journaled(journal, quiet=True):
+                request = {s.trace_id for s in spans}
+                journal.holds(segment, request)  # before any is marked classified: a segment goes once all its are
+                replayed |= request
             held = stored(replayed) if replayed else set()
             if held is None:
                 log.warning("journal: the store cannot say which replayed traces it holds already; a trace whose "
