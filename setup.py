@@ -3,8 +3,8 @@ chosen when its module is imported, so none is required: without a C compiler th
 more CPU per span.
 
 - The C span decoder (`collector/receiver/_otlpdecode.c`; without it decode.py uses the protobuf runtime).
-- The loops of content.py over every character or node of a piece of content (`collector/_content.c`; without it
-  `collector/_content_py.py`).
+- The loops of content.py over every character or node of a piece of content (`collector/model/_content.c`; without it
+  `collector/model/_content_py.py`).
 - genai.read for the spans only the GenAI conventions read and that need no parsing (`collector/normalize/_genai.c`;
   without it `_genai_py.py` leaves them to genai.read), and the one str kept per name that steps share
   (`collector/normalize/_strings.c`; `_strings_py.py`).
@@ -39,9 +39,9 @@ ROOT = Path(__file__).resolve().parent
 # annotate their fields with strings, the annotations mypyc keeps whole (see DetectorSettings). Package
 # __init__ modules stay Python: a compiled one would look for its submodules in the installed layout, not the
 # editable one.
-COMPILED = ["collector/bounded.py", "collector/steps.py", "collector/content.py", "collector/assemble.py",
+COMPILED = ["collector/model/*.py", "collector/bounded.py", "collector/assemble.py",
             "collector/normalize/*.py", "collector/classify/*.py", "collector/classify/detectors/*.py",
-            "collector/spend.py", "collector/verdict.py", "collector/published.py", "collector/processor.py",
+            "collector/spend.py", "collector/processor.py",
             "exporter/store/records.py",
             "exporter/store/queue.py", "exporter/totals.py"]
 # Installed package of each top-level source folder (as package-dir in pyproject.toml).
@@ -50,7 +50,7 @@ PACKAGES = {"collector": "collector", "exporter": "exporter", "dashboards": "das
 # The C extensions, each optional: where one does not build, its module's Python twin is imported instead.
 EXTENSIONS = [Extension(name, [source], extra_compile_args=["-O2", "-Wall", "-Wextra"], optional=True)
               for name, source in [("mastwatch.collector.receiver._otlpdecode", "collector/receiver/_otlpdecode.c"),
-                                   ("mastwatch.collector._content", "collector/_content.c"),
+                                   ("mastwatch.collector.model._content", "collector/model/_content.c"),
                                    ("mastwatch.collector.normalize._genai", "collector/normalize/_genai.c"),
                                    ("mastwatch.collector.normalize._strings", "collector/normalize/_strings.c"),
                                    ("mastwatch.exporter.store._native", "exporter/store/_native.c")]]

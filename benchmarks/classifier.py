@@ -26,10 +26,10 @@ import sys
 import time
 from pathlib import Path
 
-from mastwatch.collector import content as content_cache
-from mastwatch.collector.assemble import Trace
 from mastwatch.collector.classify.detectors import load_detectors
 from mastwatch.collector.classify.engine import ClassifierEngine
+from mastwatch.collector.model import content as content_cache
+from mastwatch.collector.model.trace import Trace
 from mastwatch.collector.normalize import normalize_span
 from mastwatch.collector.receiver.decode import SpanRecord, records
 from mastwatch.evaluate import without_content

@@ -1,4 +1,4 @@
-"""CPU per piece of content reduced to its key and preview (`collector/content.py`), for 20 kB values.
+"""CPU per piece of content reduced to its key and preview (`collector/model/content.py`), for 20 kB values.
 
   python benchmarks/content.py [--size 20000] [--repeat 5]
 
@@ -15,7 +15,7 @@ import functools
 import json
 import timeit
 
-from mastwatch.collector.content import Content, fingerprint
+from mastwatch.collector.model.content import Content, fingerprint
 
 
 def shapes(size: int) -> dict[str, str]:

@@ -56,8 +56,8 @@ def measure(out, spans: int, content: bool) -> None:
 
 
 def measure_kept(out) -> None:
-    from mastwatch.collector.assemble import Trace
     from mastwatch.collector.classify.engine import SPARE_SETS, ClassifierEngine
+    from mastwatch.collector.model.trace import Trace
 
     engine = ClassifierEngine()
     traces = [Trace(i.to_bytes(16, "big"), 0.0, 0.0) for i in range(1, SPARE_SETS + 1)]

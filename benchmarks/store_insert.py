@@ -44,10 +44,10 @@ class Clock:
 
 def _pool(modes: tuple[str, ...], size: int = 1000) -> list:
     """Verdicts with a finding of each of `modes` (and two repeated steps when there are several)."""
-    from mastwatch.collector.content import Content
+    from mastwatch.collector.model.content import Content
+    from mastwatch.collector.model.steps import Finding, Step, StepKind
+    from mastwatch.collector.model.verdict import Verdict
     from mastwatch.collector.spend import RepeatedStep, Waste
-    from mastwatch.collector.steps import Finding, Step, StepKind
-    from mastwatch.collector.verdict import Verdict
 
     pool = []
     for i in range(size):

@@ -17,33 +17,30 @@ from typing import Any, Final, Protocol
 from mastwatch.collector.threads import name_os_thread
 from mastwatch.collector.throttled_log import ThrottledLog
 
-from .assemble import SHUTDOWN, Trace, TraceAssembler
+from .assemble import SHUTDOWN, TraceAssembler
 from .classified import ClassifiedTraces
 from .classify.engine import NO_FINDINGS, ClassifierEngine
-from .classify.modes import MODES
 from .config import ProcessorConfig
 from .journal import JSON, PROTOBUF, SpanJournal
+from .model.modes import MODES
+from .model.published import NO_INCREMENT, Increment, LiveFindings, Published
+from .model.steps import Finding, Step
+from .model.trace import Trace
+from .model.verdict import Verdict
+from .model.waste import Waste, usd_total
 from .normalize import normalize_span
-from .published import NO_INCREMENT, Increment, LiveFindings
 from .receiver.decode import SpanRecord, decode, records
 from .receiver.otlp_json import parse_request
-from .spend import Waste, add_tokens, load_prices, price, usd_total
-from .steps import Finding, Step
+from .spend import account, add_tokens, load_prices, price
 from .telemetry import NullTelemetry
-from .verdict import Verdict
 
 log = logging.getLogger(__name__)
 
 
-class Published:
-    """What the exporters were already told about one trace (live findings are published early)."""
-
-    def __init__(self, service: str, agent: str) -> None:
-        self.service = service
-        self.agent = agent
-        self.modes: set[str] | None = None  # the modes published (made at the first)
-        self.waste: Waste | None = None  # as published
-        self.live: Waste | None = None  # accounted incrementally while the trace is open
+def _findings(trace: Trace) -> dict[str, Finding]:
+    """The trace's findings so far."""
+    state = trace.classifier
+    return NO_FINDINGS if state is None or state.findings is None else state.findings
 
 
 class LiveListener(Protocol):
@@ -275,7 +272,7 @@ class Processor:
         engine.prepare(open_traces)  # the detectors of its new traces, made in one pass
         changed_traces = [trace for trace in open_traces if engine.catch_up(trace)]
         if changed_traces and self.listeners:
-            self._tell([(trace, trace.classifier.findings or NO_FINDINGS) for trace in changed_traces], False)
+            self._tell([(trace, _findings(trace)) for trace in changed_traces], False)
         ready = self._ready(changed_traces, now) if changed_traces else changed_traces
         if ready:
             self._publish_live(ready)
@@ -346,7 +343,7 @@ class Processor:
         waste = waste or Waste()
         for f in findings:
             if f.repeated:
-                waste.add(f.code, f.repeated, trace.llm_steps)
+                account(waste, f.code, f.repeated, trace.llm_steps)
         return waste
 
     def _tell(self, traces: list[tuple[Trace, dict[str, Finding]]], final: bool) -> None:
@@ -373,7 +370,7 @@ class Processor:
         increments: list[Increment] = []
         for trace in traces:
             published = self._labels(trace)
-            findings = (trace.classifier.findings or NO_FINDINGS).values()
+            findings = _findings(trace).values()
             live = published.live = self._waste(trace, findings, published.live)  # new steps
             increments.append(self._increment(published, findings, live))  # modes not shown before
         for exporter in self.exporters:

@@ -20,7 +20,8 @@ from genai_prices.data_snapshot import get_snapshot
 from genai_prices.types import TieredPrices
 
 from .bounded import remember
-from .steps import LLM, Step, ended_by
+from .model.steps import LLM, Step, ended_by
+from .model.waste import NO_TOKENS, RepeatedStep, Waste
 
 log = logging.getLogger(__name__)
 MTOK: Final = 1_000_000
@@ -141,88 +142,30 @@ def producer(step: Step, llm_steps: list[Step]) -> Step | None:
     return best
 
 
-NO_TOKENS: Final = (("input", 0), ("output", 0), ("cache_read", 0), ("cache_write", 0))
-
-
 def add_tokens(tokens: dict[tuple[str, str], int], model: str, kind: str, n: int) -> None:
     """`n` more tokens of `kind` for `model` in `tokens` (keyed by model and type, as Waste.tokens and verdicts)."""
     key: tuple = (model, kind)  # boxed once (a tuple[str, str] would be boxed again for each dict operation)
     tokens[key] = tokens.get(key, 0) + n
 
 
-def usd_total(cost: dict[str, float]) -> float:
-    """The sum of a cost by model. (A compiled loop: sum() is a call through Python.)"""
-    total = 0.0
-    for usd in cost.values():
-        total += usd
-    return total
-
-
-class RepeatedStep:
-    """One repeated step and what it is charged with: the tokens and cost of the model call that produced
-    it, at the first repeated step that call produced (later ones are charged nothing, so the steps' figures
-    add up to the Waste's)."""
-
-    __slots__ = ("code", "cost_usd", "model", "step", "tokens", "tool")
-
-    def __init__(self, code: str, step: Step, tool: str, model: str | None, tokens: tuple[tuple[str, int], ...],
-                 cost_usd: float) -> None:
-        self.code = code  # the finding that marked it
-        self.step = step
-        self.tool = tool
-        self.model = model  # of the producing model call ("unknown" when unnamed, None when there was none)
-        self.tokens = tokens  # (type, tokens) as Step.tokens_by_type
-        self.cost_usd = cost_usd
-
-
-@dataclass(init=False)  # __init__ written out: it is compiled, a generated one is not
-class Waste:
-    """What repeated steps burnt: counts by tool, tokens by (model, type), cost by model, and step by step."""
-
-    repeated_by_tool: dict[str, int]
-    tokens: dict[tuple[str, str], int]
-    cost: dict[str, float]
-    producers: set[bytes]
-    accounted: dict[str, int]  # per finding code: repeated steps included
-    steps: list[RepeatedStep]
-
-    def __init__(self, repeated_by_tool: dict[str, int] | None = None, tokens: dict[tuple[str, str], int] | None = None,
-                 cost: dict[str, float] | None = None, steps: list[RepeatedStep] | None = None) -> None:
-        self.repeated_by_tool = {} if repeated_by_tool is None else repeated_by_tool
-        self.tokens = {} if tokens is None else tokens
-        self.cost = {} if cost is None else cost
-        self.producers = set()
-        self.accounted = {}
-        self.steps = [] if steps is None else steps
-
-    @property
-    def repeated_steps(self) -> int:
-        total = 0
-        for n in self.repeated_by_tool.values():  # not sum(): a call through Python
-            total += n
-        return total
-
-    def token_total(self, kind: str) -> int:
-        return sum(v for (_, t), v in self.tokens.items() if t == kind)
-
-    def add(self, code: str, repeated: list[Step], llm_steps: list[Step]) -> None:
-        """Account for the repeated steps of finding `code` not yet accounted (its list only grows)."""
-        for step in repeated[self.accounted.get(code, 0):]:
-            tool = step.tool if step.tool is not None else "(model output)"
-            self.repeated_by_tool[tool] = self.repeated_by_tool.get(tool, 0) + 1
-            llm = producer(step, llm_steps)
-            if llm is None or llm.span_id in self.producers:
-                model = (llm.model or "unknown") if llm else None
-                self.steps.append(RepeatedStep(code, step, tool, model, NO_TOKENS, 0.0))
-                continue
-            self.producers.add(llm.span_id)
-            model = llm.model or "unknown"
-            tokens = llm.tokens_by_type()
-            for kind, n in tokens:
-                if n:
-                    add_tokens(self.tokens, model, kind, n)
-            cost = price(llm.model, llm.provider, [llm])
-            if cost:
-                self.cost[model] = self.cost.get(model, 0.0) + cost
-            self.steps.append(RepeatedStep(code, step, tool, model, tokens, cost or 0.0))
-        self.accounted[code] = len(repeated)
+def account(waste: Waste, code: str, repeated: list[Step], llm_steps: list[Step]) -> None:
+    """Add to `waste` the repeated steps of finding `code` not yet accounted (its list only grows)."""
+    for step in repeated[waste.accounted.get(code, 0):]:
+        tool = step.tool if step.tool is not None else "(model output)"
+        waste.repeated_by_tool[tool] = waste.repeated_by_tool.get(tool, 0) + 1
+        llm = producer(step, llm_steps)
+        if llm is None or llm.span_id in waste.producers:
+            model = (llm.model or "unknown") if llm else None
+            waste.steps.append(RepeatedStep(code, step, tool, model, NO_TOKENS, 0.0))
+            continue
+        waste.producers.add(llm.span_id)
+        model = llm.model or "unknown"
+        tokens = llm.tokens_by_type()
+        for kind, n in tokens:
+            if n:
+                add_tokens(waste.tokens, model, kind, n)
+        cost = price(llm.model, llm.provider, [llm])
+        if cost:
+            waste.cost[model] = waste.cost.get(model, 0.0) + cost
+        waste.steps.append(RepeatedStep(code, step, tool, model, tokens, cost or 0.0))
+    waste.accounted[code] = len(repeated)

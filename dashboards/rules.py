@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from mastwatch.collector.classify.modes import MODES
+from mastwatch.collector.model.modes import MODES
 from mastwatch.config import Config
 
 from .promql import duration, group, mode_baseline, mode_ratio, mode_runs

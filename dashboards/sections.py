@@ -3,7 +3,7 @@ dashboard's variables (`sel`: PromQL label matchers, `scope`: the ClickHouse dia
 
 from __future__ import annotations
 
-from mastwatch.collector.classify.modes import CATEGORIES, MODES
+from mastwatch.collector.model.modes import CATEGORIES, MODES
 from mastwatch.config import Config
 from mastwatch.exporter.store import queries as q
 from mastwatch.exporter.store.queries import Dialect

@@ -7,8 +7,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from mastwatch.collector.classify.modes import MODES
 from mastwatch.collector.durations import Duration
+from mastwatch.collector.model.modes import MODES
 
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 # Labels mastwatch's own series carry; a deployment label of the same name would clash with them.

@@ -24,9 +24,9 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_s
 from pydantic import BaseModel, ConfigDict, Field
 
 from mastwatch import __version__
-from mastwatch.collector.classify.modes import MODES
-from mastwatch.collector.published import Increment
-from mastwatch.collector.verdict import Verdict
+from mastwatch.collector.model.modes import MODES
+from mastwatch.collector.model.published import Increment
+from mastwatch.collector.model.verdict import Verdict
 
 log = logging.getLogger(__name__)
 EVENT = "gen_ai.evaluation.result"  # semantic conventions, model/gen-ai/events.yaml

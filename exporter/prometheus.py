@@ -21,9 +21,9 @@ from prometheus_client.exposition import choose_encoder, gzip_accepted
 from pydantic import BaseModel, ConfigDict, Field
 
 from mastwatch import __version__
-from mastwatch.collector.classify.modes import MODES
 from mastwatch.collector.http_serving import LoopServer
-from mastwatch.collector.judge.stage import Judgement
+from mastwatch.collector.model.judgement import Judgement
+from mastwatch.collector.model.modes import MODES
 from mastwatch.collector.receiver.refusals import Refusals
 from mastwatch.collector.security import AuthConfig, BearerCheck, TLSConfig
 

@@ -9,8 +9,8 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from mastwatch.collector.classify.modes import MODES
-from mastwatch.collector.published import LiveFindings
+from mastwatch.collector.model.modes import MODES
+from mastwatch.collector.model.published import LiveFindings
 
 PATH = "/v1/findings/"
 TRACE_ID = re.compile(r"[0-9a-f]{32}")

@@ -11,10 +11,10 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter
 
-from mastwatch.collector.classify.modes import MODES
-from mastwatch.collector.published import Increment
+from mastwatch.collector.model.modes import MODES
+from mastwatch.collector.model.published import Increment
+from mastwatch.collector.model.verdict import Verdict
 from mastwatch.collector.signature import signature
-from mastwatch.collector.verdict import Verdict
 
 from .totals import LabelLimiter
 

@@ -12,8 +12,8 @@ from typing import Any, Final
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
-from mastwatch.collector.published import Increment
-from mastwatch.collector.verdict import Verdict
+from mastwatch.collector.model.published import Increment
+from mastwatch.collector.model.verdict import Verdict
 
 OVERFLOW: Final = "other"
 SPAN_DERIVED: Final = frozenset({"service", "agent", "model", "tool"})  # labels whose values the spans decide

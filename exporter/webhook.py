@@ -24,9 +24,9 @@ from urllib.parse import urlsplit
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from mastwatch.collector.classify.modes import MODES
 from mastwatch.collector.durations import Duration
-from mastwatch.collector.published import LiveFindings
+from mastwatch.collector.model.modes import MODES
+from mastwatch.collector.model.published import LiveFindings
 
 log = logging.getLogger(__name__)
 SIGNATURE_HEADER = "X-Mastwatch-Signature"

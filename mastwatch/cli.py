@@ -414,7 +414,7 @@ def _positive_int(value: str) -> int:
 
 
 def _mode(value: str) -> str:
-    from mastwatch.collector.classify.modes import MODES
+    from mastwatch.collector.model.modes import MODES
 
     code = value.upper()
     if code not in MODES:

@@ -26,8 +26,8 @@ from typing import Any
 from pydantic.fields import FieldInfo
 
 from mastwatch.collector.classify.detector import Detector
-from mastwatch.collector.classify.modes import MODES
 from mastwatch.collector.config import DetectorSettings
+from mastwatch.collector.model.modes import MODES
 
 FIELDS = ("Looks for", "Basis", "Content capture")
 NOT_NEEDED = "\u2013"  # an en dash: the column does not apply

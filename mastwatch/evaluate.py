@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from mastwatch.collector.assemble import END_OF_INPUT
-from mastwatch.collector.classify.modes import MODES
 from mastwatch.collector.config import ProcessorConfig
+from mastwatch.collector.model.modes import MODES
+from mastwatch.collector.model.verdict import Verdict
 from mastwatch.collector.processor import Increment, Processor
 from mastwatch.collector.receiver.decode import SpanRecord
 from mastwatch.collector.telemetry import NullTelemetry
-from mastwatch.collector.verdict import Verdict
 
 DEFAULT_LABELS = Path("tests/data/labels")
 OUTCOME_LABELS = "tau2-bench-labels"  # beside DEFAULT_LABELS: the adjudicated labels of the runs with outcomes

@@ -15,10 +15,10 @@ from typing import BinaryIO, TextIO
 
 from mastwatch.collector.assemble import END_OF_INPUT
 from mastwatch.collector.config import ProcessorConfig
+from mastwatch.collector.model.verdict import Verdict
 from mastwatch.collector.processor import Increment, Processor
 from mastwatch.collector.receiver.decode import SpanRecord, decode, records
 from mastwatch.collector.receiver.otlp_json import parse_request
-from mastwatch.collector.verdict import Verdict
 
 
 class ReplayError(ValueError):

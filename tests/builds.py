@@ -18,7 +18,7 @@ import pytest
 
 # Each C extension, and the Python module with the same functions that is used where it is not built.
 EXTENSIONS = {"mastwatch.collector.receiver._otlpdecode": "mastwatch.collector.receiver.decode",
-              "mastwatch.collector._content": "mastwatch.collector._content_py",
+              "mastwatch.collector.model._content": "mastwatch.collector.model._content_py",
               "mastwatch.collector.normalize._genai": "mastwatch.collector.normalize._genai_py",
               "mastwatch.collector.normalize._strings": "mastwatch.collector.normalize._strings_py",
               "mastwatch.exporter.store._native": "mastwatch.exporter.store._native_py"}
@@ -45,7 +45,7 @@ needs_mypyc = pytest.mark.skipif(not COMPILED, reason="built as plain Python")
 
 
 def extension(name: str) -> ModuleType:
-    """The C extension `name` (mastwatch.collector._content, ...); the test is skipped where it is not built."""
+    """The C extension `name` (mastwatch.collector.model._content, ...); the test is skipped where it is not built."""
     try:
         return importlib.import_module(name)
     except ImportError:

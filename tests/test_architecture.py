@@ -1,6 +1,7 @@
 """The shape of the house (docs/architecture.md), kept by a test: no import circles among the project's modules,
-and nothing below imports upward: the pipeline (collector/) stands on nothing of the exporters, the dashboards or
-the application; the exporters on nothing of the dashboards or the application. Imports for type checking count."""
+and nothing below imports upward: the model (collector/model/) imports nothing else of the project; the pipeline
+(collector/) stands on nothing of the exporters, the dashboards or the application; the exporters on nothing of
+the dashboards or the application. Imports for type checking count."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ PACKAGES = {"mastwatch": "mastwatch", "collector": "mastwatch.collector", "expor
 APP = "mastwatch"  # the application: mastwatch/*.py (the package root holds only its version)
 # Bottom first. The dashboards and rules are generated from the whole configuration: they share the top floor with
 # the application (CLI, configuration, service, demo, evaluation).
-FLOORS = ("mastwatch.collector", "mastwatch.exporter", APP)
+FLOORS = ("mastwatch.collector.model", "mastwatch.collector", "mastwatch.exporter", APP)
+MODEL = "mastwatch.collector.model"
 
 
 def _modules() -> tuple[dict[str, Path], set[str]]:
@@ -105,5 +107,17 @@ def test_nothing_imports_upward() -> None:
     graph = _graph()
     upward = sorted((module, target) for module, targets in graph.items() for target in targets
                     if _floor(target) > _floor(module))
-    assert not upward, f"imports of a higher floor (collector < exporter < dashboards and app): {upward}"
+    assert not upward, f"imports of a higher floor (model < collector < exporter < dashboards and app): {upward}"
     assert len(graph) > 80  # the whole house was read
+
+
+def test_the_data_that_flows_is_defined_in_the_model() -> None:
+    from mastwatch.collector.model import judgement, modes, published, spans, steps, trace, verdict, waste
+
+    types = [spans.SpanRecord, steps.Step, steps.Finding, trace.Trace, modes.FailureMode, waste.Waste,
+             waste.RepeatedStep, verdict.Verdict, published.Increment, published.LiveFindings, published.Published,
+             judgement.Assessment, judgement.Judgement]
+    assert all(t.__module__.startswith(MODEL + ".") for t in types), [t.__module__ for t in types]
+    graph = _graph()
+    model = [m for m in graph if m == MODEL or m.startswith(MODEL + ".")]
+    assert len(model) >= 9 and all(t.startswith(MODEL) for m in model for t in graph[m])

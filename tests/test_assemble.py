@@ -3,8 +3,9 @@ at a time, an evicted trace before the step that evicted it is buffered."""
 
 from __future__ import annotations
 
-from mastwatch.collector.assemble import COMPLETE, COMPLETION_BATCH, EVICTED, SHUTDOWN, Trace, TraceAssembler
-from mastwatch.collector.steps import Step, StepKind
+from mastwatch.collector.assemble import COMPLETE, COMPLETION_BATCH, EVICTED, SHUTDOWN, TraceAssembler
+from mastwatch.collector.model.steps import Step, StepKind
+from mastwatch.collector.model.trace import Trace
 
 MS = 1_000_000
 

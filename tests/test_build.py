@@ -15,7 +15,7 @@ from tests.builds import EXTENSIONS, needs_compiler
 
 ROOT = Path(__file__).resolve().parents[1]
 # The stub of each extension with a Python twin of the same functions, in the source tree.
-STUBS = {"mastwatch.collector._content": "collector/_content.pyi",
+STUBS = {"mastwatch.collector.model._content": "collector/model/_content.pyi",
          "mastwatch.collector.normalize._genai": "collector/normalize/_genai.pyi",
          "mastwatch.collector.normalize._strings": "collector/normalize/_strings.pyi",
          "mastwatch.exporter.store._native": "exporter/store/_native.pyi"}
@@ -36,7 +36,7 @@ def test_every_c_extension_is_built_where_a_compiler_works(name: str) -> None:
 
 
 def test_each_part_uses_its_extension_where_built_else_its_python_twin() -> None:
-    from mastwatch.collector import _content_py, content
+    from mastwatch.collector.model import _content_py, content
     from mastwatch.collector.normalize import _genai_py, _strings_py, span
     from mastwatch.collector.receiver import decode
     from mastwatch.exporter.store import _native_py, records
@@ -44,7 +44,7 @@ def test_each_part_uses_its_extension_where_built_else_its_python_twin() -> None
     def chosen(extension: str, twin: object) -> object:
         return importlib.import_module(extension) if _built(extension) else twin
 
-    assert content.collapse is chosen("mastwatch.collector._content", _content_py).collapse
+    assert content.collapse is chosen("mastwatch.collector.model._content", _content_py).collapse
     assert span._genai is chosen("mastwatch.collector.normalize._genai", _genai_py)
     assert span._strings is chosen("mastwatch.collector.normalize._strings", _strings_py)
     assert records._native is chosen("mastwatch.exporter.store._native", _native_py)

@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 import pytest
 
-from mastwatch.collector import _content_py
-from mastwatch.collector.content import Content, canonical_json
+from mastwatch.collector.model import _content_py
+from mastwatch.collector.model.content import Content, canonical_json
 from tests.builds import extension
 
 WHITESPACE = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
@@ -25,7 +25,7 @@ WHITESPACE = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
 @pytest.fixture(params=["c", "python"])
 def loops(request: pytest.FixtureRequest) -> ModuleType:
     """The C loops, then their Python twin."""
-    return extension("mastwatch.collector._content") if request.param == "c" else _content_py
+    return extension("mastwatch.collector.model._content") if request.param == "c" else _content_py
 
 
 def test_collapse_is_split_and_join_for_every_whitespace_character_and_string_width(loops: ModuleType) -> None:
@@ -85,7 +85,7 @@ def _value(rng: random.Random, depth: int = 0) -> object:
 
 
 def test_is_canonical_holds_only_for_values_canonicalising_leaves_alone(loops: ModuleType) -> None:
-    from mastwatch.collector.content import _canonical, _dumps
+    from mastwatch.collector.model.content import _canonical, _dumps
     is_canonical = loops.is_canonical
     rng = random.Random(11)
     seen = {True: 0, False: 0}
@@ -101,7 +101,7 @@ def test_is_canonical_holds_only_for_values_canonicalising_leaves_alone(loops: M
 
 
 def test_a_long_tool_result_is_keyed_as_received_and_a_short_one_canonically() -> None:
-    from mastwatch.collector.content import RAW_LIMIT, fingerprint
+    from mastwatch.collector.model.content import RAW_LIMIT, fingerprint
     result = json.dumps({"pods": [f"api-{i}" for i in range(100)]})
     assert len(result) > RAW_LIMIT
     verbatim = Content(result, verbatim=True)
@@ -162,7 +162,7 @@ class _Float(float):
 
 
 def test_the_python_collapse_gives_the_c_collapses_results() -> None:
-    c = extension("mastwatch.collector._content")
+    c = extension("mastwatch.collector.model._content")
     rng = random.Random(41)
     alphabet = [*WHITESPACE, *"ab{}", "é", "Ā", "€", "😀", "\x00", "\ud800"]
     recorded = [v for v in _corpus_values() if type(v) is str]
@@ -179,7 +179,7 @@ def test_the_python_collapse_gives_the_c_collapses_results() -> None:
 
 
 def test_the_python_canonical_check_gives_the_c_checks_answers() -> None:
-    c = extension("mastwatch.collector._content")
+    c = extension("mastwatch.collector.model._content")
     rng = random.Random(43)
     values = [_value(rng) for _ in range(20_000)] + _corpus_values()
     values += [{_Str("k"): 1}, {"k": _Str(" x ")}, [_Float(2.0)], 2.0, -0.0, float("inf"), float("nan"), 1e300,

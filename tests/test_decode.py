@@ -50,7 +50,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 from mastwatch.collector import normalize as normalize_pkg
-from mastwatch.collector.content import PREVIEW_CHARS, Content
+from mastwatch.collector.model.content import PREVIEW_CHARS, Content
 from mastwatch.collector.normalize import normalize_span
 from mastwatch.collector.normalize.genai import TOOL_ARGUMENTS
 from mastwatch.collector.receiver import decode as decode_mod

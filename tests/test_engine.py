@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from mastwatch.collector.assemble import Trace
 from mastwatch.collector.classify.detector import Detector, SharedState, is_reusable
 from mastwatch.collector.classify.detectors import load_detectors
 from mastwatch.collector.classify.engine import ClassifierEngine, TraceFindings, detector_routes
 from mastwatch.collector.config import AgentDetectors, DetectorSettings, ProcessorConfig
-from mastwatch.collector.content import Content
+from mastwatch.collector.model.content import Content
+from mastwatch.collector.model.steps import Step, StepKind
+from mastwatch.collector.model.trace import Trace
+from mastwatch.collector.model.verdict import Verdict
 from mastwatch.collector.processor import Increment, Processor
-from mastwatch.collector.steps import Step, StepKind
-from mastwatch.collector.verdict import Verdict
 from mastwatch.evaluate import LabelledRun, blind_runs, real_runs, scenario_runs
 from tests.builds import needs_mypyc
 
@@ -67,9 +67,9 @@ def test_steps_no_detector_wants_cost_no_state() -> None:
 
 
 @needs_mypyc
-@pytest.mark.parametrize("module", ["steps", "content", "assemble", "normalize.span", "normalize.genai", "spend",
-                                    "classify.engine", "classify.detector", "classify.detectors.step_repetition",
-                                    "processor", "verdict"])
+@pytest.mark.parametrize("module", ["model.steps", "model.content", "model.trace", "model.verdict", "assemble",
+                                    "normalize.span", "normalize.genai", "spend", "classify.engine",
+                                    "classify.detector", "classify.detectors.step_repetition", "processor"])
 def test_the_per_span_modules_are_compiled(module: str) -> None:
     """The build (setup.py) compiles them; a plain-Python detector (_Exploding above) still subclasses Detector."""
     loaded = importlib.import_module(f"mastwatch.collector.{module}")

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from mastwatch.collector.classify.modes import MODES
-from mastwatch.collector.content import Content
 from mastwatch.collector.judge.prompt import DEFINITIONS, AnswerRejected, messages, parse_answer
 from mastwatch.collector.judge.transcript import build_transcript
-from mastwatch.collector.steps import Step, StepKind
+from mastwatch.collector.model.content import Content
+from mastwatch.collector.model.modes import MODES
+from mastwatch.collector.model.steps import Step, StepKind
 
 
 def make_step(i: int, kind: StepKind = StepKind.TOOL, **kw) -> Step:

@@ -9,18 +9,19 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from mastwatch.collector.assemble import END_OF_INPUT, Trace
+from mastwatch.collector.assemble import END_OF_INPUT
 from mastwatch.collector.classify.detector import Detector
 from mastwatch.collector.classify.engine import ClassifierEngine
-from mastwatch.collector.classify.modes import MODES
 from mastwatch.collector.classify.tools import ToolClassifier, ToolEffect
 from mastwatch.collector.config import AgentDetectors, ProcessorConfig, ToolsConfig
-from mastwatch.collector.content import Content
+from mastwatch.collector.model.content import Content
+from mastwatch.collector.model.modes import MODES
+from mastwatch.collector.model.steps import Step, StepKind
+from mastwatch.collector.model.trace import Trace
+from mastwatch.collector.model.verdict import Verdict
 from mastwatch.collector.normalize.limits import limit_hit
 from mastwatch.collector.processor import Processor
 from mastwatch.collector.receiver.decode import decode, records
-from mastwatch.collector.steps import Step, StepKind
-from mastwatch.collector.verdict import Verdict
 from mastwatch.evaluate import without_content
 from tests.scenarios import Run, scenarios
 

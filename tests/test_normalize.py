@@ -12,12 +12,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
-from mastwatch.collector.content import PREVIEW_CHARS
+from mastwatch.collector.model.content import PREVIEW_CHARS
+from mastwatch.collector.model.steps import Step, StepKind
 from mastwatch.collector.normalize import normalize_span
 from mastwatch.collector.normalize.attributes import any_value, attributes
 from mastwatch.collector.normalize.draft import FIELDS
 from mastwatch.collector.receiver.decode import SpanRecord, decode
-from mastwatch.collector.steps import Step, StepKind
 from tests.otlp_corpus import DATA_DIR, corpus
 
 # --- helpers -------------------------------------------------------------------------

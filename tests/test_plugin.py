@@ -18,9 +18,9 @@ from mastwatch.collector.assemble import END_OF_INPUT
 from mastwatch.collector.classify.detectors import builtin_detectors, load_detectors
 from mastwatch.collector.classify.engine import ClassifierEngine
 from mastwatch.collector.config import ProcessorConfig
+from mastwatch.collector.model.verdict import Verdict
 from mastwatch.collector.processor import Processor
 from mastwatch.collector.receiver.decode import records
-from mastwatch.collector.verdict import Verdict
 from mastwatch.config import ConfigError, load
 from tests.otlp_corpus import to_otlp_json_line
 from tests.scenarios import Run

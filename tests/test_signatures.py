@@ -13,9 +13,9 @@ import sys
 import pytest
 from prometheus_client import CollectorRegistry
 
+from mastwatch.collector.model.steps import Finding
 from mastwatch.collector.processor import NO_INCREMENT
 from mastwatch.collector.signature import mask, signature
-from mastwatch.collector.steps import Finding
 from mastwatch.exporter.signatures import NewSignatures
 from mastwatch.exporter.store import StoreConfig, StoreExporter, records
 from mastwatch.exporter.store.queue import DurableQueue

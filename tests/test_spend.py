@@ -11,8 +11,9 @@ import pytest
 from genai_prices import Usage, calc_price
 
 from mastwatch.collector import spend
-from mastwatch.collector.spend import Waste, producer
-from mastwatch.collector.steps import Step, StepKind, ended_by
+from mastwatch.collector.model.steps import Step, StepKind, ended_by
+from mastwatch.collector.model.waste import Waste
+from mastwatch.collector.spend import account, producer
 
 _ids = itertools.count(1)
 
@@ -96,7 +97,7 @@ def test_waste_counts_a_producer_once() -> None:
     model_call = llm(1_000, 100, start=0, end=10)
     parallel = [tool(11, name="search"), tool(11, name="lookup")]  # one model call asked for both
     waste = Waste()
-    waste.add("FM-1.3", parallel, [model_call])
+    account(waste, "FM-1.3", parallel, [model_call])
     assert waste.repeated_by_tool == {"search": 1, "lookup": 1} and waste.repeated_steps == 2
     assert waste.token_total("input") == 1_000 and waste.token_total("output") == 100
     assert waste.cost["gpt-4.1-mini"] == pytest.approx(reference("gpt-4.1-mini", "openai", model_call), abs=1e-12)
@@ -113,10 +114,10 @@ def test_waste_is_incremental() -> None:
     calls = [llm(1_000 * (i + 1), 10 * (i + 1), cache_read=100 * i, start=20 * i, end=20 * i + 5) for i in range(4)]
     repeated = [tool(20 * i + 6) for i in range(4)]
     once = Waste()
-    once.add("FM-1.3", repeated, calls)
+    account(once, "FM-1.3", repeated, calls)
     twice = Waste()
-    twice.add("FM-1.3", repeated[:2], calls)
-    twice.add("FM-1.3", repeated, calls)
+    account(twice, "FM-1.3", repeated[:2], calls)
+    account(twice, "FM-1.3", repeated, calls)
     assert (twice.repeated_by_tool, twice.tokens, twice.producers) == (once.repeated_by_tool, once.tokens,
                                                                        once.producers)
     assert twice.cost == pytest.approx(once.cost) and once.repeated_steps == 4

@@ -13,14 +13,14 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from mastwatch.collector.assemble import Trace
 from mastwatch.collector.classify.detectors.step_repetition import StepRepetition, StepRepetitionSettings
 from mastwatch.collector.config import ProcessorConfig
-from mastwatch.collector.content import PREVIEW_CHARS, RAW_LIMIT, Content, canonical_json, fingerprint
+from mastwatch.collector.model.content import PREVIEW_CHARS, RAW_LIMIT, Content, canonical_json, fingerprint
+from mastwatch.collector.model.steps import Finding, Step, StepKind
+from mastwatch.collector.model.trace import Trace
+from mastwatch.collector.model.verdict import Verdict
 from mastwatch.collector.processor import Increment, Processor
 from mastwatch.collector.receiver.decode import records
-from mastwatch.collector.steps import Finding, Step, StepKind
-from mastwatch.collector.verdict import Verdict
 
 _ids = itertools.count(1)
 MS = 1_000_000

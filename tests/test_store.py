@@ -7,12 +7,12 @@ import re
 
 import pytest
 
-from mastwatch.collector.classify.modes import MODES
-from mastwatch.collector.content import Content
+from mastwatch.collector.model.content import Content
+from mastwatch.collector.model.modes import MODES
+from mastwatch.collector.model.steps import Finding, StepKind
+from mastwatch.collector.model.verdict import Verdict
+from mastwatch.collector.model.waste import RepeatedStep, Waste
 from mastwatch.collector.processor import NO_INCREMENT
-from mastwatch.collector.spend import RepeatedStep, Waste
-from mastwatch.collector.steps import Finding, StepKind
-from mastwatch.collector.verdict import Verdict
 from mastwatch.exporter.store import StoreConfig, StoreExporter
 from mastwatch.exporter.store.queue import Batch
 from mastwatch.exporter.store.records import block_rows, decode, encode
@@ -112,7 +112,7 @@ def test_rfc3339_is_exact_to_the_nanosecond() -> None:
     import random
     from datetime import datetime, timezone
 
-    from mastwatch.collector.verdict import rfc3339, rfc3339_ns
+    from mastwatch.collector.model.verdict import rfc3339, rfc3339_ns
 
     rng = random.Random(7)
     for ns in [0, 86_399_999_999_999, 1_700_000_000_123_456_789] + [rng.randrange(0, 4 * 10**18) for _ in range(2000)]:
@@ -341,7 +341,7 @@ def version_1(verdict: Verdict) -> tuple[int, bytes]:
     """A verdict's queue record as written before version 2: `table<TAB>JSON array` lines, RFC 3339 times."""
     import json
 
-    from mastwatch.collector.verdict import rfc3339
+    from mastwatch.collector.model.verdict import rfc3339
 
     lines = [f"{table}\t{json.dumps([rfc3339(v) if i in _times(table) else v for i, v in enumerate(row)])}\n"
              for table, rows in _rows(verdict).items() for row in rows]

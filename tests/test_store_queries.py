@@ -8,8 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from mastwatch.collector.judge.prompt import Assessment
-from mastwatch.collector.judge.stage import Judgement
+from mastwatch.collector.model.judgement import Assessment, Judgement
 from mastwatch.exporter.store import StoreConfig, StoreExporter, queries
 from mastwatch.exporter.store.queries import PARAMETERS, QUERIES, Filters, Query, run, time_bound
 from tests.test_store import make_verdict

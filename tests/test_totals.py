@@ -8,9 +8,9 @@ from collections import Counter
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from mastwatch.collector.model.verdict import Verdict
+from mastwatch.collector.model.waste import Waste
 from mastwatch.collector.processor import NO_INCREMENT
-from mastwatch.collector.spend import Waste
-from mastwatch.collector.verdict import Verdict
 from mastwatch.exporter.totals import MAX_KEPT, LabelLimiter, LatencyHistogram, MastSeries, Totals
 
 

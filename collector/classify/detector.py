@@ -22,9 +22,9 @@ from typing import Any, ClassVar, Final, TypeVar, cast
 
 from mypy_extensions import mypyc_attr
 
-from ..assemble import Trace
 from ..config import DetectorSettings
-from ..steps import Finding, Step, StepKind
+from ..model.steps import Finding, Step, StepKind
+from ..model.trace import SharedState, Trace
 from .tools import ToolClassifier
 
 DEFAULT_TOOLS: Final = ToolClassifier()
@@ -51,18 +51,6 @@ class Detector:
 
     def finish(self) -> Finding | None:
         return None
-
-
-@mypyc_attr(allow_interpreted_subclasses=True)  # a detector added as a plain module may share state too
-class SharedState:
-    """Base of the state the detectors of one trace share (see `shared`). A class, not a protocol: compiled code
-    reads `users` as a field instead of looking it up by name."""
-
-    def __init__(self) -> None:
-        self.users: set[str] = set()  # the codes of the detectors feeding it
-
-    def begin(self) -> None:
-        """Forget the trace (as `Detector.begin`: the engine calls it when it reuses the detectors sharing it)."""
 
 
 def is_reusable(cls: type[Detector]) -> bool:

@@ -13,16 +13,16 @@ from __future__ import annotations
 import fnmatch
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from pydantic import BaseModel
 
-from ..assemble import Trace
 from ..config import AgentDetectors, DetectorSettings, ToolsConfig
-from ..steps import Finding, Step, StepKind
+from ..model.modes import MODES
+from ..model.steps import Finding, Step, StepKind
+from ..model.trace import ClassifierState, Trace
 from .detector import Detector, SharedState, is_reusable
 from .detectors import load_detectors
-from .modes import MODES
 from .tools import ToolClassifier
 
 log = logging.getLogger(__name__)
@@ -32,16 +32,16 @@ RELEASED: Final = Trace(bytes(16), 0.0, 0.0)  # what a kept detector points at: 
 Routes = list[list[int]]  # by step kind (its value): the positions of the detectors that observe it, in order
 
 
-class TraceFindings:
-    """The classifier's state for one trace."""
+class TraceFindings(ClassifierState):
+    """The classifier's state for one trace (`Trace.classifier`)."""
 
     def __init__(self, detectors: list[Detector], routes: Routes, profile: int, settled: bool,
                  shared: list[SharedState], reusable: bool) -> None:
+        super().__init__()
         self.detectors = detectors  # one per detector enabled, in the engine's order (a switched off one inert)
         self.routes = routes  # the profile's, shared by its traces
         self.profile = profile  # index into the engine's agent settings, -1 for the defaults
         self.settled = settled  # the profile was chosen from the root span's agent (else it may change with the root)
-        self.findings: dict[str, Finding] | None = None  # made at the first: most traces have none
         self.shared = shared  # the state its detectors share (reset with them)
         self.reusable = reusable  # every detector is (none was switched off): reset and kept when released
 
@@ -92,7 +92,7 @@ class ClassifierEngine:
 
     def not_assessed_for(self, trace: Trace) -> list[str]:
         """The modes no detector looked for in this trace (its agent's settings may enable more)."""
-        state: TraceFindings | None = trace.classifier
+        state = _state(trace)
         if state is None or state.profile < 0:
             return self.not_assessed
         return self._not_assessed_per_agent[state.profile]
@@ -119,7 +119,8 @@ class ClassifierEngine:
 
     def _new(self, trace: Trace, profile: int, settled: bool) -> TraceFindings:
         self._equip(profile, [(trace, settled)])
-        state: TraceFindings = trace.classifier
+        state = _state(trace)
+        assert state is not None  # (just equipped)
         return state
 
     def _equip(self, profile: int, started: list[tuple[Trace, bool]]) -> None:
@@ -149,8 +150,9 @@ class ClassifierEngine:
 
     def _again(self, trace: Trace, profile: int, settled: bool) -> TraceFindings:
         """Classify the trace's steps so far again, from the first, with the detectors of `profile`."""
-        if trace.classifier is not None:
-            self._keep(trace.classifier)  # reset: mostly given right back
+        old = _state(trace)
+        if old is not None:
+            self._keep(old)  # reset: mostly given right back
         state = trace.classifier = self._new(trace, profile, settled)
         for step in trace.ordered_steps():
             if step.kind in self.kinds:
@@ -234,7 +236,7 @@ class ClassifierEngine:
 
     def observe(self, trace: Trace, step: Step) -> list[Finding] | tuple[()]:
         """Feed one step; returns the findings that are new or changed."""
-        state: TraceFindings | None = trace.classifier
+        state = _state(trace)
         if state is not None and not state.settled and (step.agent or step.is_root):
             profile, settled = self._profile(trace, step)
             if profile != state.profile:  # the run's agent has settings of its own
@@ -248,7 +250,7 @@ class ClassifierEngine:
 
     def finish(self, trace: Trace) -> dict[str, Finding]:
         """Final findings. Steps that arrived out of start order are classified again, in order."""
-        state: TraceFindings = trace.classifier or self._start(trace, None)
+        state = _state(trace) or self._start(trace, None)
         profile, _ = self._profile(trace, None)
         if not trace.in_order or profile != state.profile:
             state = self._again(trace, profile, True)
@@ -271,7 +273,7 @@ class ClassifierEngine:
     def release(self, trace: Trace) -> None:
         """The trace is done with (its verdict is out). Its detectors are reset and kept for a new trace, if they are
         all reusable and fewer than `SPARE_SETS` of the profile are kept; else they are left to be freed."""
-        state: TraceFindings | None = trace.classifier
+        state = _state(trace)
         trace.classifier = None  # detectors point back at the trace: it is freed without the garbage collector
         if state is not None:
             self._keep(state)
@@ -292,6 +294,11 @@ class ClassifierEngine:
             return
         state.findings = None
         spare.append(state)
+
+
+def _state(trace: Trace) -> TraceFindings | None:
+    """The engine's state for the trace (it is the only one that sets `Trace.classifier`)."""
+    return cast(TraceFindings | None, trace.classifier)
 
 
 def _shared(trace: Trace) -> list[SharedState]:

@@ -14,7 +14,7 @@ FM-3.1, FM-3.2, FM-3.3) states its own rule in its module; this module holds wha
 
 from __future__ import annotations
 
-from ..steps import LLM, TOOL, Finding, Step
+from ..model.steps import LLM, TOOL, Finding, Step
 from .detector import Detector, SharedState, shared
 from .signals import (
     CONTENT,

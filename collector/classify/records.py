@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from ..steps import LLM, TOOL, Step
+from ..model.steps import LLM, TOOL, Step
 from .detector import Detector, SharedState, shared
 from .signals import RECORD_ID, denies_on_record, says_success, tool_error, transient
 from .tools import STATE_CHANGING, ToolClassifier

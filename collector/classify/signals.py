@@ -9,8 +9,8 @@ import re
 from typing import Final
 
 from ..bounded import remember
+from ..model.steps import Step
 from ..normalize.limits import LIMIT_TEXT
-from ..steps import Step
 from .tools import name_words
 
 STRUCTURE: Final = "structure"

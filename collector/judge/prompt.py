@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 
-from ..classify.modes import MODES
+from ..model.judgement import Assessment
+from ..model.modes import MODES
 from .transcript import Transcript
 
 DEFINITIONS: dict[str, str] = {
@@ -84,15 +84,6 @@ def messages(transcript: Transcript, modes: Sequence[str], service: str, agent: 
     user = USER.format(agent=json.dumps(agent, ensure_ascii=False), service=json.dumps(service, ensure_ascii=False),
                        steps=transcript.steps, omitted=omitted, transcript=transcript.text, modes=", ".join(modes))
     return [{"role": "system", "content": _SYSTEM_TEXT}, {"role": "user", "content": user}]
-
-
-@dataclass(frozen=True, slots=True)
-class Assessment:
-    code: str
-    present: bool
-    confidence: float
-    evidence: tuple[str, ...]  # 16-hex span ids, all in the transcript
-    reason: str
 
 
 class AnswerRejected(ValueError):

@@ -26,22 +26,21 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from mastwatch.collector.durations import Duration
 from mastwatch.collector.threads import name_os_thread
 
-from ..assemble import Trace
 from ..bounded import remember
-from ..classify.modes import MODES
-from ..steps import Finding, StepKind
-from ..verdict import Verdict
+from ..model.judgement import Judgement
+from ..model.modes import MODES
+from ..model.steps import StepKind
+from ..model.trace import Trace
+from ..model.verdict import Verdict
 from .budget import Budget
 from .client import CallFailed, ChatClient
-from .prompt import AnswerRejected, Assessment, messages, parse_answer
+from .prompt import AnswerRejected, messages, parse_answer
 from .transcript import Transcript, build_transcript
 
 log = logging.getLogger(__name__)
 
 UNSETTLED = ("FM-1.1", "FM-1.2", "FM-2.2", "FM-2.3", "FM-2.4")  # modes no structural detector settles
 CHARS_PER_TOKEN = 3  # prompt size estimate before the call (JSON and ids are denser than prose)
-# how a judge's answer on a mode relates to the structural verdict (the `verdict` label and column)
-FOUND, CONFIRMED, REJECTED, NOT_FOUND = "found", "confirmed", "rejected", "not_found"
 
 
 class JudgeConfig(BaseModel):
@@ -101,32 +100,6 @@ class Pending:
     transcript: Transcript
     modes: list[str]
     structural: dict[str, float]  # mode -> confidence of the structural finding, for the modes it found
-
-
-@dataclass(frozen=True, slots=True)
-class Judgement:
-    """The judge's answer on one trace, for the sinks."""
-
-    trace_id: str
-    service: str
-    agent: str
-    started_at_ns: int
-    model: str
-    assessments: dict[str, Assessment]
-    structural: dict[str, float]
-
-    def verdict(self, code: str) -> str:
-        found = code in self.structural
-        if self.assessments[code].present:
-            return CONFIRMED if found else FOUND
-        return REJECTED if found else NOT_FOUND
-
-    @property
-    def findings(self) -> dict[str, Finding]:
-        """The modes the judge says the trace shows, as findings with basis judge."""
-        return {a.code: Finding(a.code, a.confidence, [bytes.fromhex(e) for e in a.evidence], "found by the judge",
-                                "judge", quote=a.reason)
-                for a in self.assessments.values() if a.present}
 
 
 class JudgeSink(Protocol):

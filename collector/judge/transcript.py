@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..steps import Step, StepKind
+from ..model.steps import Step, StepKind
 
 _KINDS = {StepKind.LLM: "llm", StepKind.TOOL: "tool", StepKind.AGENT: "agent", StepKind.OTHER: "other"}
 

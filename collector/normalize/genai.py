@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..content import TEXT_CHARS, as_json
-from ..steps import AGENT, LLM, OTHER, TOOL, StepKind
+from ..model.content import TEXT_CHARS, as_json
+from ..model.steps import AGENT, LLM, OTHER, TOOL, StepKind
 from . import draft as field
 from .draft import Draft
 from .instructions import rules_of

@@ -8,7 +8,7 @@ import re
 from typing import Any, Final
 
 from ..bounded import remember
-from ..content import as_json
+from ..model.content import as_json
 
 ONE_CALL_AT_A_TIME: Final = 1  # at most one tool call per model turn, and no text to the user beside it
 CONFIRM_FIRST: Final = 2  # explicit confirmation from the user before an action that changes state

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..content import as_json
-from ..steps import AGENT, LLM, OTHER, TOOL
+from ..model.content import as_json
+from ..model.steps import AGENT, LLM, OTHER, TOOL
 from . import draft as field
 from .draft import Draft
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 from ..bounded import remember
-from ..content import PREVIEW_CHARS, TEXT_CHARS, Content, canonical_json, collapse, fingerprint, preview
-from ..spans import SpanRecord
-from ..steps import LLM, OTHER, TOOL, Step
+from ..model.content import PREVIEW_CHARS, TEXT_CHARS, Content, canonical_json, collapse, fingerprint, preview
+from ..model.spans import SpanRecord
+from ..model.steps import LLM, OTHER, TOOL, Step
 from . import draft as field
 from . import genai, langfuse, openinference, openllmetry, vercel
 from .attributes import EXCEPTION_ESCAPED, EXCEPTION_MESSAGE, EXCEPTION_TYPE, STATUS_DESCRIPTION

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..steps import AGENT, LLM, OTHER, TOOL
+from ..model.steps import AGENT, LLM, OTHER, TOOL
 from . import draft as field
 from .draft import Draft
 

@@ -30,10 +30,10 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from ..content import PREVIEW_CHARS
+from ..model.content import PREVIEW_CHARS
+from ..model.spans import SpanRecord
 from ..normalize.attributes import EXCEPTION_EVENT, EXCEPTION_KEYS, STATUS_DESCRIPTION, any_value
 from ..normalize.span import KEY_MARKS, key_marks
-from ..spans import SpanRecord
 
 UNKNOWN_SERVICE = "unknown_service"
 

@@ -19,11 +19,11 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from mastwatch.collector.durations import Duration
-from mastwatch.collector.judge.stage import Judgement
-from mastwatch.collector.published import Increment
+from mastwatch.collector.model.judgement import Judgement
+from mastwatch.collector.model.published import Increment
+from mastwatch.collector.model.verdict import Verdict
 from mastwatch.collector.telemetry import NullTelemetry
 from mastwatch.collector.threads import name_os_thread
-from mastwatch.collector.verdict import Verdict
 
 from .engine import Engine
 from .queue import Batch, DurableQueue

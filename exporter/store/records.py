@@ -19,10 +19,10 @@ import struct
 from collections.abc import Callable
 from typing import Any, Final
 
-from mastwatch.collector.classify.modes import MODES
-from mastwatch.collector.judge.stage import Judgement
+from mastwatch.collector.model.judgement import Judgement
+from mastwatch.collector.model.modes import MODES
+from mastwatch.collector.model.verdict import Verdict, rfc3339_ns
 from mastwatch.collector.signature import signature
-from mastwatch.collector.verdict import Verdict, rfc3339_ns
 
 from .queue import Batch
 from .schema import FINDINGS, FINDINGS_V4_WIDTH, JUDGEMENTS, REPEATED_STEPS, TABLES, TRACES, Column

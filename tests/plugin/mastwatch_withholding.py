@@ -19,7 +19,7 @@ from pydantic import Field
 
 from mastwatch.collector.classify.detector import Detector
 from mastwatch.collector.config import DetectorSettings
-from mastwatch.collector.steps import LLM, TOOL, Finding, Step
+from mastwatch.collector.model.steps import LLM, TOOL, Finding, Step
 
 
 class WithholdingSettings(DetectorSettings):

@@ -21,8 +21,8 @@ from types import ModuleType
 from typing import Any
 
 from ...config import DetectorSettings
+from ...model.modes import MODES
 from ..detector import Detector
-from ..modes import MODES
 
 ENTRY_POINTS = "mastwatch.detectors"
 

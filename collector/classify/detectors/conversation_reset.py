@@ -15,7 +15,7 @@ Signals:
 
 from __future__ import annotations
 
-from ...steps import AGENT, LLM, TOOL, Finding, Step
+from ...model.steps import AGENT, LLM, TOOL, Finding, Step
 from .history_loss import HistoryLoss
 
 

@@ -16,9 +16,9 @@ from typing import Annotated, ClassVar, NamedTuple
 
 from pydantic import Field
 
-from ...assemble import Trace
 from ...config import DetectorSettings
-from ...steps import LLM, Finding, Step
+from ...model.steps import LLM, Finding, Step
+from ...model.trace import Trace
 from ..detector import Detector, SharedState, shared
 
 

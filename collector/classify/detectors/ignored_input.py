@@ -18,7 +18,7 @@ Signals:
 
 from __future__ import annotations
 
-from ...steps import AGENT, LLM, TOOL, Finding, Step
+from ...model.steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..progress import shared_progress
 from ..records import shared_records

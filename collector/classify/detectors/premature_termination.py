@@ -20,7 +20,7 @@ A run stopped before the model saw the last tool result is FM-1.5's (stopped fro
 
 from __future__ import annotations
 
-from ...steps import AGENT, LLM, TOOL, Finding, Step
+from ...model.steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..progress import Ending, Progress, final_turn, handover, refused, shared_progress, silent_end
 from ..signals import CONTENT, STRUCTURE

@@ -10,7 +10,7 @@ that just failed."""
 
 from __future__ import annotations
 
-from ...steps import LLM, TOOL, Finding, Step
+from ...model.steps import LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..signals import stated_tool, states_change, tool_error
 

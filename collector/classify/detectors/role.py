@@ -16,7 +16,7 @@ from typing import Annotated
 from pydantic import Field
 
 from ...config import DetectorSettings
-from ...steps import LLM, TOOL, Finding, Step
+from ...model.steps import LLM, TOOL, Finding, Step
 from ..detector import Detector
 
 

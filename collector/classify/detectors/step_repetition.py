@@ -30,7 +30,7 @@ from typing import Annotated, ClassVar, Final
 from pydantic import Field
 
 from ...config import DetectorSettings
-from ...steps import AGENT, LLM, TOOL, Finding, Step
+from ...model.steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..signals import asks_for_tools, tool_error
 from ..tools import READ_ONLY, STATE_CHANGING, Globs

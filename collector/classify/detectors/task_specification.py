@@ -24,8 +24,8 @@ from typing import Annotated, ClassVar, Final
 from pydantic import Field
 
 from ...config import DetectorSettings
+from ...model.steps import LLM, TOOL, Finding, Step
 from ...normalize.instructions import CONFIRM_FIRST, ONE_CALL_AT_A_TIME
-from ...steps import LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..signals import CONTENT, STRUCTURE, asks_for_tools, hands_over
 from ..tools import STATE_CHANGING, Globs

@@ -22,7 +22,7 @@ from typing import Annotated
 from pydantic import Field
 
 from ...config import DetectorSettings
-from ...steps import AGENT, LLM, TOOL, Finding, Step
+from ...model.steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..signals import CONTENT, STRUCTURE, asks_for_tools, limit_text
 

@@ -27,7 +27,7 @@ from typing import Annotated, ClassVar
 from pydantic import Field
 
 from ...config import DetectorSettings
-from ...steps import AGENT, LLM, TOOL, Finding, Step
+from ...model.steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..progress import Ending, Progress, handover, shared_progress, silent_end
 from ..records import shared_records

@@ -8,9 +8,9 @@ from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any, Final
 
-from .classify.modes import MODES
-from .spend import Waste, usd_total
+from .modes import MODES
 from .steps import Finding
+from .waste import Waste, usd_total
 
 
 @lru_cache(maxsize=64)

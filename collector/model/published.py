@@ -1,14 +1,14 @@
-"""What the processor tells the exporters and listeners besides verdicts: the new facts of a trace for the
-counters (`Increment`), and a trace's findings while it runs (`LiveFindings`). Exporters import these, not the
-processor."""
+"""What the processor publishes of a trace besides its verdict: the new facts for the counters (`Increment`), its
+findings while it runs (`LiveFindings`), and what of it was already published (`Published`, kept on the trace)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final
 
-from .classify.modes import FailureMode
+from .modes import FailureMode
 from .steps import Finding
+from .waste import Waste
 
 
 @dataclass(init=False)  # __init__ written out: it is compiled, a generated one is not
@@ -50,3 +50,14 @@ class LiveFindings:
 
 
 NO_INCREMENT: Final = Increment("", "", [], {}, {}, {})  # nothing new for the counters; shared, never changed
+
+
+class Published:
+    """What the exporters were already told about one trace (live findings are published early)."""
+
+    def __init__(self, service: str, agent: str) -> None:
+        self.service = service
+        self.agent = agent
+        self.modes: set[str] | None = None  # the modes published (made at the first)
+        self.waste: Waste | None = None  # as published
+        self.live: Waste | None = None  # accounted incrementally while the trace is open
