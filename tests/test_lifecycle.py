@@ -335,22 +335,34 @@ def test_spans_of_a_trace_classified_before_a_restart_are_late_after_it(tmp_path
     assert rows == [{"trace_id": (77).to_bytes(16, "big").hex(), "completion": "shutdown"}]
 
 
-def test_a_trace_whose_rows_were_queued_before_a_crash_is_not_classified_again(tmp_path: Path) -> None:
+@pytest.mark.parametrize("unstored", [False, True], ids=["alone", "beside-an-unstored-trace"])
+def test_a_trace_whose_rows_were_queued_before_a_crash_is_not_classified_again(tmp_path: Path, unstored: bool) -> None:
     """Killed after a trace's rows were queued and before it was remembered as classified, a process leaves the
     trace both in the store and in the journal. The next one asks the store which replayed traces it holds: their
     spans are late, and the trace keeps one row. Built here by restoring the journal and forgetting the classified
-    ids after a clean stop, which is the state such a kill leaves."""
+    ids after a clean stop, which is the state such a kill leaves. With another trace in the same journal segment
+    whose rows never reached the store, that one is classified from the journal: the segment is not dropped as
+    done because one of its traces was."""
     store = tmp_path / "store"
     server = _serve(store, "processor.decision_wait=10m")
+    traces = [88, 89] if unstored else [88]
     proc = subprocess.Popen(server.command, stderr=subprocess.PIPE, text=True)
     try:
         _wait_http(server.metrics)
-        assert post(server.url, request_of(3, trace=88, root=False).SerializeToString())[0] == 200
-        _wait_metrics(server.metrics, "mastwatch_spans_buffered 3.0")
-        shutil.copytree(store / "journal", tmp_path / "journal")  # the request, acknowledged and journaled
+        for trace in traces:
+            assert post(server.url, request_of(3, trace=trace, root=False).SerializeToString())[0] == 200
+        _wait_metrics(server.metrics, f"mastwatch_spans_buffered {3.0 * len(traces)}")
+        shutil.copytree(store / "journal", tmp_path / "journal")  # the requests, acknowledged and journaled
     finally:
-        stderr = _stopped(proc)  # classified at shutdown: its row written
+        stderr = _stopped(proc)  # classified at shutdown: their rows written
     assert proc.returncode == 0, stderr
+    if unstored:
+        engine = ChdbEngine(str(store))
+        try:
+            engine.command("ALTER TABLE mastwatch.mast_traces DELETE WHERE trace_id = "
+                           f"'{(89).to_bytes(16, 'big').hex()}' SETTINGS mutations_sync = 1")
+        finally:
+            engine.close()
     shutil.rmtree(store / "journal")
     shutil.copytree(tmp_path / "journal", store / "journal")
     (store / "classified-traces").unlink()
@@ -361,8 +373,9 @@ def test_a_trace_whose_rows_were_queued_before_a_crash_is_not_classified_again(t
         stderr = _stopped(proc)
     assert proc.returncode == 0, stderr
     assert "1 replayed traces have rows already" in stderr
-    rows = _query_store(store, "SELECT trace_id, count() AS n FROM mastwatch.mast_traces GROUP BY trace_id")
-    assert rows == [{"trace_id": (88).to_bytes(16, "big").hex(), "n": 1}]
+    rows = _query_store(store, "SELECT trace_id, count() AS n FROM mastwatch.mast_traces GROUP BY trace_id "
+                               "ORDER BY trace_id")
+    assert rows == [{"trace_id": trace.to_bytes(16, "big").hex(), "n": 1} for trace in traces]
 
 
 @pytest.mark.parametrize("journal", [True, False], ids=["journal", "no-journal"])
