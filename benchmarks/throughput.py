@@ -9,7 +9,7 @@ every tool call (4 in 10 spans). Spans carry what GenAI instrumentations record 
 attributes, an SDK's resource and scope), or with `--minimal` only the attributes mastwatch reads.
 
   python benchmarks/throughput.py [--spans 200000] [--batch 500] [--rounds 3] [--detectors FM-1.3,...] [--content]
-                                  [--minimal] [--decode-repeat 3]
+                                  [--minimal] [--decode-repeat 3] [--stop-signal]
 
 Prints spans/s (by wall clock, and per CPU second of the server process: the steadier figure on a shared machine)
 end to end (decoded, normalised, assembled, classified, priced, counted in Prometheus and written to the chDB
@@ -24,7 +24,9 @@ ever slows a run down; the best of short runs is the higher where the machine's 
 so the modes' runs are made about as long), and within each round (modes run seconds apart: where the machine's
 speed drifts over minutes, the best rounds of two modes may come from different phases of it). `--detectors` runs
 those failure modes' detectors only (what the others cost shows against a default run).
-BENCH_WORKERS sets the gRPC server threads of both receivers (default 4).
+`--stop-signal` has the server (both modes) also tell a webhook of every run's findings as they come (every mode,
+to a sink in its own process on the client's CPU), and keep them for `GET /v1/findings`, as a server acting as a
+stop signal does. BENCH_WORKERS sets the gRPC server threads of both receivers (default 4).
 """
 
 from __future__ import annotations
@@ -46,6 +48,29 @@ from traffic import SERVER_PROCESSOR, requests
 
 WORKERS = int(os.environ.get("BENCH_WORKERS", "4"))
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+
+def _webhook_sink(cpu: int | None, port, stop) -> None:
+    """Accept webhook POSTs on loopback until `stop` is set (the port it listens on is put in `port`)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    port.value = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    stop.wait()
+    server.shutdown()
 
 
 def _client(endpoint: str, bodies: list[bytes], cpu: int | None, concurrency: int, ready, refused) -> None:
@@ -119,8 +144,8 @@ def _minor_faults() -> int:
 
 
 def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, client_cpu: int | None,
-        concurrency: int, detectors: list[str] | None,
-        queue_spans: int | None) -> tuple[float, float, float, dict[str, float], int, float]:
+        concurrency: int, detectors: list[str] | None, queue_spans: int | None,
+        webhook: str | None = None) -> tuple[float, float, float, dict[str, float], int, float]:
     """(spans per wall second, spans per CPU second of the server process, share of its CPU time spent
     collecting garbage, CPU µs per span of its threads by name, requests refused and sent again, minor page faults
     per span)."""
@@ -151,11 +176,13 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
             processor["queue_spans"] = queue_spans
         if detectors is not None:
             processor["detectors"] = {code: {"enabled": code in detectors} for code in load_detectors()}
+        exporters: dict = {"prometheus": {"endpoint": "127.0.0.1:0"},
+                           "store": {"path": store, "enabled": mode == "end-to-end"}}
+        if webhook is not None:
+            exporters["webhooks"] = [{"url": webhook, "modes": ["*"], "queue_size": 100_000}]
         config = load(None, {"receiver": {"grpc": {"endpoint": "127.0.0.1:0", "workers": WORKERS},
                                           "http": {"enabled": False}},
-                             "processor": processor,
-                             "exporters": {"prometheus": {"endpoint": "127.0.0.1:0"},
-                                           "store": {"path": store, "enabled": mode == "end-to-end"}}},
+                             "processor": processor, "exporters": exporters},
                       environ={})
         service = Service(config)
         service.start()
@@ -221,6 +248,7 @@ def main() -> None:
     parser.add_argument("--content", action="store_true", help="tool results captured (20 kB each)")
     parser.add_argument("--minimal", action="store_true", help="spans with only the attributes mastwatch reads "
                         "(default: also those GenAI instrumentations record besides, see traffic.py)")
+    parser.add_argument("--stop-signal", action="store_true", help="a webhook told of every finding as it comes")
     args = parser.parse_args()
     detectors = args.detectors.split(",") if args.detectors else None
     cpus = sorted(os.sched_getaffinity(0))
@@ -230,19 +258,29 @@ def main() -> None:
     print(f"{total} spans in {len(bodies)} requests of ~{args.batch} spans (decode-only: {args.decode_repeat} times "
           f"over); server on CPU {server_cpu}, "
           f"client on CPU {client_cpu}; detectors: {args.detectors or 'the defaults'}; content "
-          f"{'on' if args.content else 'off'}; attributes: {'minimal' if args.minimal else 'as instrumentations send'}")
+          f"{'on' if args.content else 'off'}; attributes: {'minimal' if args.minimal else 'as instrumentations send'}"
+          f"{'; findings told to a webhook' if args.stop_signal else ''}")
     modes = ("decode-only", "end-to-end", "no-store")
     results = dict.fromkeys(modes, (0.0, 0.0))
     rounds: list[dict[str, float]] = []  # server-CPU spans/s of each mode, round by round
     collecting = dict.fromkeys(modes, 0.0)  # of the best round by server CPU
     ctx = mp.get_context("spawn")
+    webhook, sink_stop = None, ctx.Event()
+    if args.stop_signal:
+        sink_port = ctx.Value("i", 0)
+        sink = ctx.Process(target=_webhook_sink, args=(client_cpu, sink_port, sink_stop), daemon=True)
+        sink.start()
+        while not sink_port.value:
+            time.sleep(0.01)
+        webhook = f"http://127.0.0.1:{sink_port.value}/hook"
     for round_ in range(1, args.rounds + 1):
         rounds.append({})
         for mode in modes:
             out = ctx.Queue()  # a fresh server process per mode: nothing warm is shared
             repeat = args.decode_repeat if mode == "decode-only" else 1
             server = ctx.Process(target=_serve, args=(out, mode, bodies * repeat, total * repeat, server_cpu,
-                                                      client_cpu, args.concurrency, detectors, args.queue_spans))
+                                                      client_cpu, args.concurrency, detectors, args.queue_spans,
+                                                      webhook))
             server.start()
             wall, cpu, gc_share, by_thread, refused, faults = out.get()
             server.join()
@@ -266,6 +304,7 @@ def main() -> None:
         print(f"{mode:>12}: ratio {results[mode][0] / results['decode-only'][0]:.2f} by wall clock, "
               f"{results[mode][1] / results['decode-only'][1]:.2f} by server CPU ({what}); by server CPU within "
               f"each round: median {statistics.median(in_round):.2f}, {', '.join(f'{r:.2f}' for r in in_round)}")
+    sink_stop.set()
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from mastwatch.collector.durations import Duration
 from mastwatch.collector.model.modes import MODES
 from mastwatch.collector.model.published import LiveFindings
+from mastwatch.collector.threads import name_os_thread
 
 log = logging.getLogger(__name__)
 SIGNATURE_HEADER = "X-Mastwatch-Signature"
@@ -108,6 +109,7 @@ class _Endpoint:
             self.metrics.deliveries.labels(self.config.name, "dropped").inc()
 
     def _run(self) -> None:
+        name_os_thread()
         while True:
             body = self.queue.get()
             if body is None:
