@@ -212,3 +212,29 @@ def test_killed_with_rows_queued_then_restarted_nothing_lost_or_doubled(endpoint
     _exactly_once(endpoint, traces=traces, findings=traces, steps=4 * traces, run_steps=5 * traces)
     tokens = [token for token, _, _ in endpoint.inserts]
     assert tokens[1] == tokens[0]  # the batch of the first run, again: dropped by the server as a duplicate
+
+
+def test_a_run_reads_back_the_same_from_a_server_as_from_chdb(endpoint, tmp_path) -> None:
+    """`mastwatch show` and the trace page read a server's typed answers as chDB's JSON: the same run."""
+    from mastwatch.collector.assemble import END_OF_INPUT
+    from mastwatch.collector.config import ProcessorConfig
+    from mastwatch.collector.processor import Processor
+    from mastwatch.collector.receiver.decode import decode
+    from mastwatch.exporter.store.queries import stored_run
+    from tests.test_modes import Sink
+    from tests.test_trace_view import recorded
+
+    store, sink = server_store(endpoint, tmp_path), Sink()
+    try:
+        processor = Processor(ProcessorConfig(), [store, sink])
+        for request in recorded():
+            processor.process(decode(request.SerializeToString()).spans, now=0.0)
+        processor.drain(END_OF_INPUT)
+        assert store.flush()
+        for verdict in sink.verdicts:
+            over_http = stored_run(store.engine, "mastwatch", verdict.trace_id)
+            assert over_http == stored_run(endpoint, "mastwatch", verdict.trace_id)  # type: ignore[arg-type]
+            assert over_http is not None and len(over_http.steps) == (verdict.steps if verdict.findings else 0)
+            assert all(isinstance(s["error"], bool) and isinstance(s["started_ns"], int) for s in over_http.steps)
+    finally:
+        store.shutdown()
