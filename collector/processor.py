@@ -473,4 +473,4 @@ class Processor:
             steps=len(trace.steps), llm_calls=len(trace.llm_steps), tool_calls=trace.tool_calls,
             input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=usd_total(cost),
             findings=findings, waste=waste, completion=reason, tokens=tokens, cost=cost,
-            not_assessed=self.engine.not_assessed_for(trace))
+            not_assessed=self.engine.not_assessed_for(trace), trace_steps=trace.steps)

@@ -36,7 +36,7 @@ def build(config: Config) -> Dashboard:
                    overrides=[override("time", unit="dateTimeAsIso", custom__width=170),
                               override("duration", unit="s"), override("cost_usd", unit="currencyUSD", decimals=4),
                               override("wasted_cost_usd", unit="currencyUSD", decimals=4),
-                              trace_link(config.dashboards.trace_url)]), 24, 10)
+                              trace_link(config.dashboards)]), 24, 10)
     sections.spend_store(grid, config, AGENT)
     of_service = series("mast_traces_total", where, 'service="$service"')
     variables = [

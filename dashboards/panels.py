@@ -14,6 +14,8 @@ from grafanalib import core as g
 
 from mastwatch.exporter.store.queries import Dialect, Query
 
+from .settings import DashboardsConfig
+
 SCHEMA_VERSION = 39  # Grafana 11; Grafana migrates older and accepts up to its own version
 PROMETHEUS = {"type": "prometheus", "uid": "${datasource}"}
 CLICKHOUSE = {"type": "grafana-clickhouse-datasource", "uid": "${clickhouse}"}
@@ -79,10 +81,15 @@ def regex_override(pattern: str, **props: Any) -> dict[str, Any]:
     return {**override(pattern, **props), "matcher": {"id": "byRegexp", "options": pattern}}
 
 
-def trace_link(url_template: str) -> dict[str, Any]:
-    """The trace_id column links to the trace in the user's trace UI."""
-    return override("trace_id", links=[{"title": "Open trace ${__value.raw}", "targetBlank": True,
-                                        "url": url_template.replace("{trace_id}", "${__value.raw}")}])
+def trace_link(settings: DashboardsConfig) -> dict[str, Any]:
+    """The trace_id column links to the trace in the user's trace UI (`trace_url`) and to the run's page mastwatch
+    serves, its steps beside its findings (`trace_view_url`, unless empty)."""
+    links = [{"title": "Open trace ${__value.raw}", "targetBlank": True,
+              "url": settings.trace_url.replace("{trace_id}", "${__value.raw}")}]
+    if settings.trace_view_url:
+        links.append({"title": "mastwatch trace view", "targetBlank": True,
+                      "url": settings.trace_view_url.replace("{trace_id}", "${__value.raw}")})
+    return override("trace_id", links=links)
 
 
 def timeseries(title: str, description: str, targets: list[Any], unit: str, *, stack: bool = False,

@@ -136,13 +136,13 @@ def failure_store(grid: Grid, config: Config, scope: Dialect, fleet: bool) -> No
                                   override("last_seen_at", custom__width=190),
                                   override("wasted_usd", unit="currencyUSD", decimals=4),
                                   override("latest_reason", custom__width=420),
-                                  trace_link(config.dashboards.trace_url)], sort_by="runs_in_range"), 24, 9)
+                                  trace_link(config.dashboards)], sort_by="runs_in_range"), 24, 9)
     grid.add(table("Recent traces with findings", "The latest traces with findings: their modes, each mode's "
                    "basis and reason, the highest confidence, and the evidence span ids. trace_id opens the trace "
                    "in the trace UI (dashboards.trace_url).", [sql(q.RECENT_FAILING_TRACES, db, scope)],
                    overrides=[override("time", unit="dateTimeAsIso", custom__width=170),
                               override("top_confidence", unit="percentunit", decimals=0, custom__width=95),
-                              override("reasons", custom__width=520), trace_link(config.dashboards.trace_url)]),
+                              override("reasons", custom__width=520), trace_link(config.dashboards)]),
              24, 10)
 
 
@@ -242,4 +242,4 @@ def spend_store(grid: Grid, config: Config, scope: Dialect) -> None:
                    [sql(q.COSTLIEST_LOOPS, db, scope)],
                    overrides=[override("time", unit="dateTimeAsIso", custom__width=170),
                               override("wasted_cost_usd", **usd), override("cost_usd", **usd),
-                              trace_link(config.dashboards.trace_url)]), 24, 9)
+                              trace_link(config.dashboards)]), 24, 9)

@@ -19,6 +19,10 @@ class DashboardsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     trace_url: str = Field("http://localhost:16686/trace/{trace_id}",
                            description="link from a trace id to the trace UI; {trace_id} is replaced")
+    trace_view_url: str = Field("http://localhost:9464/traces/{trace_id}",
+                                description="second link from a trace id: the run's page mastwatch serves on its "
+                                "metrics port (steps and findings, from the store); {trace_id} is replaced; empty: "
+                                "no such link")
     prometheus_url: str = Field("http://localhost:9090", description="the Prometheus data source's URL")
     clickhouse_host: str = Field("localhost", description="the ClickHouse data source's server")
     clickhouse_port: int = Field(9000, ge=1, le=65535)
@@ -45,6 +49,13 @@ class DashboardsConfig(BaseModel):
     def _has_trace_id(cls, value: str) -> str:
         if "{trace_id}" not in value:
             raise ValueError("must contain {trace_id}, e.g. http://jaeger:16686/trace/{trace_id}")
+        return value
+
+    @field_validator("trace_view_url")
+    @classmethod
+    def _view_has_trace_id(cls, value: str) -> str:
+        if value and "{trace_id}" not in value:
+            raise ValueError("must contain {trace_id}, e.g. http://mastwatch:9464/traces/{trace_id} (or be empty)")
         return value
 
 

@@ -32,6 +32,10 @@ from .totals import Completions, LabelLimiter, LatencyHistogram, MastSeries, Tot
 log = logging.getLogger(__name__)
 METRICS_IDLE = 60.0  # seconds an idle scrape connection is kept (scrapers reuse theirs between scrapes)
 METRICS_CONNECTIONS = 64
+# The pages of stored data (views) run nothing and load nothing but their own style: what spans put in them (names,
+# reasons, content where stored) is escaped, and even unescaped could not run.
+VIEW_HEADERS = {"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+                "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
 
 
 class PrometheusExporterConfig(BaseModel):
@@ -161,10 +165,14 @@ class PrometheusExporter:
 
     def __init__(self, config: PrometheusExporterConfig, registry: CollectorRegistry | None = None,
                  pages: Mapping[str, bytes] | None = None,
-                 api: Mapping[str, Callable[[str], tuple[int, dict[str, Any]]]] | None = None) -> None:
+                 api: Mapping[str, Callable[[str], tuple[int, dict[str, Any]]]] | None = None,
+                 views: Mapping[str, Callable[[str], tuple[int, str]]] | None = None) -> None:
         self.config = config
         self.pages = dict(pages or {})  # path -> an HTML page served beside /metrics, without auth: static text
         self.api = dict(api or {})  # path prefix -> the JSON reply to a GET under it (with auth, as /metrics)
+        # path prefix -> the HTML page of a GET under it (with auth: stored data), made on another thread (it may
+        # query the store)
+        self.views = dict(views or {})
         self.registry = registry = registry or CollectorRegistry()
         self.self_metrics = SelfMetrics(registry)
         self.limit = LabelLimiter(config.max_label_values, lambda label: self.self_metrics.label_overflow.labels(
@@ -198,6 +206,11 @@ class PrometheusExporter:
             if request.path.startswith(prefix):
                 status, body = answer(request.path)
                 return web.json_response(body, status=status)
+        for prefix, view in self.views.items():
+            if request.path.startswith(prefix):
+                status, page = await asyncio.get_running_loop().run_in_executor(None, view, request.path)
+                return web.Response(status=status, text=page, content_type="text/html", charset="utf-8",
+                                    headers=VIEW_HEADERS)
         if request.path not in ("/metrics", "/"):
             return web.Response(status=404, text="metrics are at /metrics\n")
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))

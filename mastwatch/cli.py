@@ -1,4 +1,4 @@
-"""mastwatch serve | replay | eval | demo | schema | top | dashboards | rules | report | docs."""
+"""mastwatch serve | replay | eval | demo | schema | top | show | dashboards | rules | report | docs."""
 
 from __future__ import annotations
 
@@ -221,7 +221,15 @@ def cmd_rules(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def cmd_show(args: argparse.Namespace, config: Config) -> int:
+    from mastwatch.show import main_show
+
+    return main_show(config, args.trace_id)
+
+
 def cmd_report(args: argparse.Namespace, config: Config) -> int:
+    if args.trace is not None:
+        return _report_trace(args, config)
     try:
         from mastwatch.dashboards.report import main_report
     except ImportError as e:
@@ -229,6 +237,24 @@ def cmd_report(args: argparse.Namespace, config: Config) -> int:
         return 2
 
     return main_report(config, Path(args.out), Path(args.png) if args.png else None, args.since)
+
+
+def _report_trace(args: argparse.Namespace, config: Config) -> int:
+    """`report --trace ID`: the run's page (dashboards/trace_page.py), no charts library needed."""
+    from mastwatch.dashboards.trace_page import render
+    from mastwatch.show import load
+
+    if args.png:
+        print("mastwatch report: --png draws the dashboards' charts; with --trace the page is the HTML alone",
+              file=sys.stderr)
+        return 2
+    status, stored = load(config, args.trace, "report")
+    if stored is None:
+        return status
+    out = Path(args.out)
+    out.write_text(render(stored, config.dashboards.trace_url), encoding="utf-8")
+    print(out)
+    return 0
 
 
 def cmd_docs(args: argparse.Namespace, config: Config) -> int:
@@ -360,6 +386,11 @@ def build_parser() -> argparse.ArgumentParser:
                      "time)")
     top.add_argument("--limit", type=_positive_int, default=20, help="rows (default: 20)")
     top.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
+    show = sub.add_parser("show", help="one run from the store: its steps in order, those that are evidence of a "
+                          "finding marked, and its findings")
+    _common(show)
+    show.add_argument("trace_id", metavar="TRACE_ID", help="32 hexadecimal digits")
+    show.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
     dashboards = sub.add_parser("dashboards", help="write the Grafana dashboards and provisioning files")
     _common(dashboards)
     dashboards.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -371,12 +402,15 @@ def build_parser() -> argparse.ArgumentParser:
                        "(rules.wasted_spend.budget_usd)")
     rules.add_argument("--prometheus-rule", action="store_true", help="write a Prometheus Operator PrometheusRule "
                        "(mastwatch-prometheusrule.yaml) instead")
-    report = sub.add_parser("report", help="render the store's dashboard panels to a self-contained HTML page")
+    report = sub.add_parser("report", help="render the store's dashboard panels, or one run (--trace), to a "
+                            "self-contained HTML page")
     _common(report)
     report.add_argument("--out", required=True, metavar="FILE.html", help="the HTML page")
     report.add_argument("--png", metavar="FILE.png", help="also one PNG image of the charts")
     report.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
     report.add_argument("--since", default="24h", help="time range back from now, e.g. 30m, 6h (default 24h)")
+    report.add_argument("--trace", metavar="TRACE_ID", help="one run's page instead: its findings, a timeline and "
+                        "table of its steps with the evidence highlighted")
     docs = sub.add_parser("docs", help="print the detectors' documentation as the docs' tables: the modes, each "
                           "detector's signals and settings (installed plugins' included)")
     _common(docs)
@@ -439,8 +473,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mastwatch: {e}", file=sys.stderr)
         return 2
     commands = {"serve": cmd_serve, "replay": cmd_replay, "eval": cmd_eval, "demo": cmd_demo, "schema": cmd_schema,
-                "top": cmd_top, "dashboards": cmd_dashboards, "rules": cmd_rules, "report": cmd_report,
-                "docs": cmd_docs}
+                "top": cmd_top, "show": cmd_show, "dashboards": cmd_dashboards, "rules": cmd_rules,
+                "report": cmd_report, "docs": cmd_docs}
     try:
         return commands[args.command](args, config)
     except OSError as e:  # a port in use, a store directory that cannot be written

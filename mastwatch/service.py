@@ -12,7 +12,7 @@ from mastwatch.collector.processor import Exporter, LiveListener, Processor
 from mastwatch.collector.receiver.grpc_server import GrpcReceiver
 from mastwatch.collector.receiver.http_server import OtlpHttpServer
 from mastwatch.config import Config
-from mastwatch.dashboards import runbooks
+from mastwatch.dashboards import runbooks, trace_page
 from mastwatch.exporter import recent
 from mastwatch.exporter.evaluations import EvaluationEventsExporter
 from mastwatch.exporter.prometheus import JudgeMetrics, PrometheusExporter
@@ -37,13 +37,17 @@ class Service:
         self.config = config
         self.recent = RecentFindings()  # asked by agents about their own run (mastwatch.guard)
         self.prometheus = PrometheusExporter(config.exporters.prometheus, pages={runbooks.PATH: runbooks.page()},
-                                             api={recent.PATH: self.recent.answer})
+                                             api={recent.PATH: self.recent.answer},
+                                             views={trace_page.PATH: self._trace_page})
         self.webhooks = WebhookNotifier(config.exporters.webhooks, self.prometheus.registry) \
             if config.exporters.webhooks else None
         telemetry = self.prometheus.self_metrics
         telemetry.queue_capacity.labels("spans").set(config.processor.queue_spans)
         telemetry.queue_capacity.labels("bytes").set(config.processor.queue_mib << 20)
         self.store = StoreExporter(config.exporters.store, telemetry) if config.exporters.store.enabled else None
+        self._trace_view = trace_page.view(self.store.engine, config.exporters.store.database,
+                                           config.exporters.store.steps, config.dashboards.trace_url) \
+            if self.store is not None else None
         exporters: list[Exporter] = [self.prometheus] + ([self.store] if self.store else [])
         exporters.append(NewSignatures(self.prometheus.registry, self.prometheus.limit,
                                        config.exporters.prometheus.signature_min_runs,
@@ -80,6 +84,12 @@ class Service:
             raise
         self.metrics_address: tuple[str, int] | None = None
         self._stopped = threading.Event()
+
+    def _trace_page(self, path: str) -> tuple[int, str]:
+        """GET /traces/<trace id>: the run's page, read from the store (on a thread of the metrics server)."""
+        if self._trace_view is None:
+            return 404, trace_page.error_page("This mastwatch keeps no store (exporters.store.enabled is false).")
+        return self._trace_view(path)
 
     def start(self) -> None:
         gc.set_threshold(*GC_THRESHOLDS)

@@ -32,7 +32,7 @@ class _Reader:
         return values
 
 
-_FIXED = {"Int64": "q", "UInt32": "I", "UInt64": "Q", "Float32": "f", "Float64": "d", "UInt8": "B"}
+_FIXED = {"Int64": "q", "UInt32": "I", "UInt64": "Q", "Float32": "f", "Float64": "d", "UInt8": "B", "Bool": "?"}
 
 
 def _column(r: _Reader, kind: str, rows: int) -> list[Any]:

@@ -27,11 +27,16 @@ def _run(*args: str, cwd: Path) -> tuple[int, list[str]]:
     (("top", "traces", "--limit", "0"), "--limit: 0 must be at least 1"),
     (("top", "traces", "--store-path", "missing"), "no store at"),
     (("report", "--out", "r.html", "--store-path", "missing"), "no store at"),
+    (("show", "0" * 31 + "1", "--store-path", "missing"), "no store at"),
+    (("show", "4bf92f35"), "'4bf92f35' is not a trace id: 32 hexadecimal digits"),
+    (("report", "--out", "r.html", "--trace", "0" * 32), "is not a trace id: 32 hexadecimal digits, not all zero"),
+    (("report", "--out", "r.html", "--trace", "0" * 31 + "1", "--png", "r.png"), "--png draws the dashboards'"),
     (("demo", "--pace", "-1"), "--pace: -1 must be at least 0.001"),
     (("demo", "--duration", "nan"), "--duration: nan must be at least 0"),
     (("demo", "--duration", "two minutes"), "--duration: 'two minutes' is not a number of seconds nor a duration"),
 ], ids=["replay-empty", "replay-not-otlp", "top-bad-mode", "top-bad-limit", "top-no-store", "report-no-store",
-        "demo-negative-pace", "demo-nan-duration", "demo-bad-duration"])
+        "show-no-store", "show-bad-id", "report-trace-bad-id", "report-trace-png", "demo-negative-pace",
+        "demo-nan-duration", "demo-bad-duration"])
 def test_a_wrong_command_is_one_clear_line(tmp_path: Path, args: tuple[str, ...], says: str) -> None:
     (tmp_path / "empty.json").write_text("")
     (tmp_path / "text.txt").write_text("hello world\n")
@@ -53,7 +58,7 @@ def test_a_store_another_process_holds_is_one_clear_line(tmp_path: Path) -> None
         for args in (("serve", "--grpc-endpoint", "127.0.0.1:0", "--http-endpoint", "127.0.0.1:0",
                       "--metrics-endpoint", "127.0.0.1:0", "--store-path", store),
                      ("report", "--out", "r.html", "--store-path", store),
-                     ("top", "traces", "--store-path", store)):
+                     ("top", "traces", "--store-path", store), ("show", "0" * 31 + "1", "--store-path", store)):
             code, lines = _run(*args, cwd=tmp_path)
             assert code == 1 and len(lines) == 1 and "in use by another process" in lines[0], (args, lines)
     finally:

@@ -1,7 +1,7 @@
 """Captured content stays out of storage and metrics unless content storage is opted in: a canary put in every content
-attribute of every scenario run (the detectors reading content all run on them) appears in no stored row, no
-finding's reason and no metric; opted in, the findings' quotes carry it, through the redaction hook when one is set.
-A real server, the real store (chDB) and /metrics."""
+attribute of every scenario run (the detectors reading content all run on them) appears in no stored row (the steps'
+rows included), no finding's reason and no metric; opted in, the findings' quotes and the steps' previews carry it,
+through the redaction hook when one is set. A real server, the real store (chDB) and /metrics."""
 
 from __future__ import annotations
 
@@ -61,7 +61,8 @@ def _requests() -> list[bytes]:
 
 
 def _run(start_server, tmp_path: Path, **store: Any) -> tuple[str, str, int]:
-    """Every marked scenario through a server: (/metrics text, every stored row as text, traces)."""
+    """Every marked scenario through a server: (/metrics text, every stored row as text, traces). The runs with
+    findings have step rows (mast_steps, by default)."""
     server = start_server(**{f"exporters__store__{k}": v for k, v in store.items()})
     requests = _requests()
     for body in requests:
@@ -76,6 +77,9 @@ def _run(start_server, tmp_path: Path, **store: Any) -> tuple[str, str, int]:
         engine.close()
     findings = rows["mast_findings"]
     assert sum(r["basis"] == "content" for r in findings) >= 15  # the content detectors did find things
+    assert {r["trace_id"] for r in rows["mast_steps"]} == {r["trace_id"] for r in findings}
+    if store.get("store_content"):  # opted in: the steps' previews are content, through the hook like the quotes
+        assert (CANARY if store.get("redact") is None else REDACTED) in json.dumps(rows["mast_steps"])
     return metrics, json.dumps(rows, default=str), len(requests)
 
 

@@ -91,16 +91,32 @@ def test_schema_datasources_and_panel_settings(generated: Path) -> None:
                 assert all(t.get("legendFormat", "sql") for t in p["targets"]), where
 
 
-def test_trace_ids_link_to_the_configured_trace_ui(generated: Path) -> None:
+def test_trace_ids_link_to_the_configured_trace_ui_and_to_the_trace_view(generated: Path) -> None:
     linked = 0
     for board in _boards(generated).values():
         for p in _panels(board):
             for o in p["fieldConfig"].get("overrides", []):
                 if o["matcher"]["options"] == "trace_id":
-                    (link,) = next(prop["value"] for prop in o["properties"] if prop["id"] == "links")
-                    assert link["url"] == "http://jaeger.internal:16686/trace/${__value.raw}"
+                    ui, view = next(prop["value"] for prop in o["properties"] if prop["id"] == "links")
+                    assert ui["url"] == "http://jaeger.internal:16686/trace/${__value.raw}"
+                    assert view == {"title": "mastwatch trace view", "targetBlank": True,
+                                    "url": "http://localhost:9464/traces/${__value.raw}"}
                     linked += 1
     assert linked >= 4  # recent findings (fleet, agent), costliest loops (fleet, agent), recent traces
+
+
+def test_the_trace_view_link_follows_its_setting(tmp_path) -> None:
+    from mastwatch.dashboards.panels import trace_link
+
+    for url, links in (("https://mw.internal/traces/{trace_id}", 2), ("", 1)):
+        config = load(None, {"dashboards": {"trace_view_url": url}}, environ={})
+        shown = trace_link(config.dashboards)["properties"][0]["value"]
+        assert len(shown) == links
+        if links == 2:
+            assert shown[1]["url"] == "https://mw.internal/traces/${__value.raw}"
+    result = subprocess.run([*MASTWATCH, "dashboards", "--out", str(tmp_path), "--set",
+                             "dashboards.trace_view_url=http://x/traces"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "dashboards.trace_view_url: Value error, must contain {trace_id}" in result.stderr
 
 
 def test_thresholds_and_budgets_come_from_the_configuration() -> None:

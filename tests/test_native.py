@@ -18,8 +18,9 @@ from tests.builds import extension
 from tests.native_blocks import read_blocks
 
 TYPES = ("String", "Array(String)", "DateTime64(9, 'UTC')", "UInt32", "UInt64", "Float32", "Float64",
-         "Nullable(Float32)")
-TYPE_NAMES = ("STRING", "ARRAY_STRING", "INT64", "UINT32", "UINT64", "FLOAT32", "FLOAT64", "NULLABLE_FLOAT32")
+         "Nullable(Float32)", "Bool")
+TYPE_NAMES = ("STRING", "ARRAY_STRING", "INT64", "UINT32", "UINT64", "FLOAT32", "FLOAT64", "NULLABLE_FLOAT32",
+              "BOOL")
 KINDS = tuple(getattr(_native_py, name) for name in TYPE_NAMES)  # in the order of TYPES and of random_rows' values
 COLUMNS = tuple((_native_py.string(f"c{kind}") + _native_py.string(t), kind)
                 for kind, t in zip(KINDS, TYPES, strict=True))
@@ -40,8 +41,8 @@ def random_rows(rng: random.Random, n: int) -> list[list]:
         return "".join(rng.choice("aé\t\n'\"✓x") for _ in range(rng.randrange(0, 200)))  # past one varint byte
 
     return [[text(), [text() for _ in range(rng.randrange(0, 4))], rng.randrange(2**63), rng.randrange(2**32),
-             rng.randrange(2**64), _float32(rng.random()), rng.random(), rng.choice([None, _float32(rng.random())])]
-            for _ in range(n)]
+             rng.randrange(2**64), _float32(rng.random()), rng.random(), rng.choice([None, _float32(rng.random())]),
+             rng.random() < 0.5] for _ in range(n)]
 
 
 def test_rows_come_back_as_written(native: ModuleType) -> None:
@@ -66,13 +67,14 @@ def test_blocks_merge_into_the_block_of_all_their_rows(native: ModuleType) -> No
 
 
 def test_out_of_range_numbers_saturate(native: ModuleType) -> None:
-    row = ["", [], 2**64 - 1, 2**40, 0, 0.0, 0.0, None]
+    row = ["", [], 2**64 - 1, 2**40, 0, 0.0, 0.0, None, False]
     _, back = read_blocks(native.encode(COLUMNS, [row, [*row[:2], 5, -3, *row[4:]]]))
     assert [r[2:4] for r in back] == [[2**63 - 1, 2**32 - 1], [5, 0]]
 
 
 @pytest.mark.parametrize(("column", "value"), [(0, None), (0, b"bytes"), (1, "not a list"), (1, ["a", 3]),
-                                               (2, 1.5), (3, "7"), (4, -1), (5, "0.5"), (7, "x")])
+                                               (2, 1.5), (3, "7"), (4, -1), (5, "0.5"), (7, "x"), (8, 1.0),
+                                               (8, None)])
 def test_a_value_of_the_wrong_type_is_refused_naming_its_row_and_column(native: ModuleType, column: int,
                                                                          value: object) -> None:
     rows = random_rows(random.Random(1), 3)
@@ -128,6 +130,7 @@ EDGES: tuple[list[Any], ...] = (
      -math.inf, math.nan, 1e-50, 5e-324, 2**128, 2**1024, True, _Int(7), _Float(2.5), "0.5", None],
     [0.0, -0.0, 1e308, math.inf, math.nan, -math.nan, 5e-324, 2**1023, 2**1024, False, _Int(7), _Float(2.5), "1"],
     [None, 0.0, 1.5, 1e39, -1e39, math.nan, 7, _Float(2.5), "x", b"", []],
+    [True, False, 0, 1, 2, -1, 2**70, _Int(0), _Int(4), 1.5, "x", b"", None],
 )
 
 

@@ -21,6 +21,7 @@ from mastwatch.exporter.store.schema import (
     FINDINGS,
     MIGRATIONS,
     REPEATED_STEPS,
+    STEPS,
     TABLES,
     TRACES,
     VERSION,
@@ -282,7 +283,7 @@ def test_cluster_ddl_parses_and_is_replicated_and_distributed(tmp_path) -> None:
         in statements[1]
 
 
-@pytest.mark.parametrize("table", [TRACES, FINDINGS, REPEATED_STEPS])
+@pytest.mark.parametrize("table", [TRACES, FINDINGS, REPEATED_STEPS, STEPS])
 def test_every_table_is_partitioned_by_day_and_indexed_by_trace_id(tmp_path, table) -> None:
     (create,) = [s for s in ddl(Layout()) if f"mastwatch.{table} (" in s]
     assert "PARTITION BY toDate(started_at)" in create
@@ -391,3 +392,43 @@ def check_upgrade(queue_path, open_store) -> None:
 def test_records_of_versions_1_and_2_still_queued_are_written_after_an_upgrade(tmp_path) -> None:
     check_upgrade(tmp_path / "queue", lambda: StoreExporter(StoreConfig(path=str(tmp_path),
                                                                                   flush_interval=0.05)))
+
+
+def test_records_of_version_4_still_queued_are_written_after_an_upgrade(tmp_path) -> None:
+    """A record queued before mast_steps (format 4: four parts) is written as it was; one queued now, of the same
+    verdict, has its steps too."""
+    import struct
+
+    from mastwatch.collector.model.steps import StepKind
+    from mastwatch.exporter.store import records
+    from mastwatch.exporter.store.queue import DurableQueue
+
+    verdict = make_verdict(trace=1)
+    verdict.trace_steps = [make_step(StepKind.LLM, verdict.started_at_ns, verdict.started_at_ns + 5, model=MODEL,
+                                     input_tokens=10, output_tokens=2, error=True, error_type="timeout"),
+                           *(r.step for r in verdict.waste.steps)]
+    parts = {name: records._encode(records.COLUMNS[name], table) for name, table in _rows(verdict).items()}
+    payload = struct.pack("<B4I", 4, len(parts[TRACES]), len(parts[FINDINGS]), len(parts[REPEATED_STEPS]), 0) + \
+        parts[TRACES] + parts[FINDINGS] + parts[REPEATED_STEPS]
+    queue = DurableQueue(str(tmp_path / "queue"), 1000, 1 << 20)
+    queue.append(1 + 1 + 2, payload)
+    queue.close()
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
+    try:
+        verdict.trace_id = f"{2:032x}"
+        store.export_verdicts([verdict], [NO_INCREMENT])
+        assert store.flush()
+        for table in (TRACES, FINDINGS, REPEATED_STEPS):
+            rows = store.query(f"SELECT * EXCEPT trace_id FROM mastwatch.{table} ORDER BY trace_id, started_at")
+            half = len(rows) // 2
+            assert half and rows[:half] == rows[half:], table
+        steps = store.query("SELECT trace_id, kind, error, error_type, model, input_tokens, cost_usd, "
+                            "args_fingerprint FROM mastwatch.mast_steps ORDER BY kind, started_at")  # llm first
+        assert [r["trace_id"] for r in steps] == [verdict.trace_id] * 3  # the old record had none
+        assert steps[0] == {"trace_id": verdict.trace_id, "kind": "llm", "error": True, "error_type": "timeout",
+                            "model": MODEL, "input_tokens": 10, "cost_usd": pytest.approx(steps[0]["cost_usd"]),
+                            "args_fingerprint": 0}
+        assert steps[0]["cost_usd"] > 0 and [r["kind"] for r in steps[1:]] == ["tool", "tool"]
+        assert all(r["args_fingerprint"] == verdict.waste.steps[0].step.args_fingerprint for r in steps[1:])
+    finally:
+        store.shutdown()

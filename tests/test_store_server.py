@@ -98,10 +98,12 @@ def test_server_errors_keep_their_code(endpoint) -> None:
     engine.close()
 
 
-def _exactly_once(endpoint: ClickHouseHTTP, traces: int, findings: int, steps: int) -> None:
-    for table, expected in (("mast_traces", traces), ("mast_findings", findings), ("mast_repeated_steps", steps)):
+def _exactly_once(endpoint: ClickHouseHTTP, traces: int, findings: int, steps: int, run_steps: int = 0) -> None:
+    """Each table holds its rows once (`run_steps`: mast_steps rows, checked when not 0)."""
+    tables = [("mast_traces", traces), ("mast_findings", findings), ("mast_repeated_steps", steps)]
+    for table, expected in tables + ([("mast_steps", run_steps)] if run_steps else []):
         key = "trace_id, failure_mode" if table == "mast_findings" else "trace_id, span_id" \
-            if table == "mast_repeated_steps" else "trace_id"
+            if table in ("mast_repeated_steps", "mast_steps") else "trace_id"
         (row,) = endpoint.query(f"SELECT count() AS n, uniqExact({key}) AS distinct FROM mastwatch.{table}")
         assert row == {"n": expected, "distinct": expected}, table
 
@@ -187,7 +189,9 @@ def test_killed_with_rows_queued_then_restarted_nothing_lost_or_doubled(endpoint
         wait_for(lambda: _metric(metrics, "mast_traces_total") == traces)
         assert held.wait(30)
         queued = _metric(metrics, "mastwatch_store_queue_rows")
-        assert queued == traces * (1 + 1 + 4)  # nothing acknowledged: the first batch's answer never came
+        # nothing acknowledged: the first batch's answer never came (a trace, a finding, four repeated steps and the
+        # run's five steps each)
+        assert queued == traces * (1 + 1 + 4 + 5)
         first.send_signal(signal.SIGKILL)
         first.wait(30)
     finally:
@@ -205,6 +209,32 @@ def test_killed_with_rows_queued_then_restarted_nothing_lost_or_doubled(endpoint
     finally:
         second.kill()
     assert second.returncode == 0, stderr
-    _exactly_once(endpoint, traces=traces, findings=traces, steps=4 * traces)
+    _exactly_once(endpoint, traces=traces, findings=traces, steps=4 * traces, run_steps=5 * traces)
     tokens = [token for token, _, _ in endpoint.inserts]
     assert tokens[1] == tokens[0]  # the batch of the first run, again: dropped by the server as a duplicate
+
+
+def test_a_run_reads_back_the_same_from_a_server_as_from_chdb(endpoint, tmp_path) -> None:
+    """`mastwatch show` and the trace page read a server's typed answers as chDB's JSON: the same run."""
+    from mastwatch.collector.assemble import END_OF_INPUT
+    from mastwatch.collector.config import ProcessorConfig
+    from mastwatch.collector.processor import Processor
+    from mastwatch.collector.receiver.decode import decode
+    from mastwatch.exporter.store.queries import stored_run
+    from tests.test_modes import Sink
+    from tests.test_trace_view import recorded
+
+    store, sink = server_store(endpoint, tmp_path), Sink()
+    try:
+        processor = Processor(ProcessorConfig(), [store, sink])
+        for request in recorded():
+            processor.process(decode(request.SerializeToString()).spans, now=0.0)
+        processor.drain(END_OF_INPUT)
+        assert store.flush()
+        for verdict in sink.verdicts:
+            over_http = stored_run(store.engine, "mastwatch", verdict.trace_id)
+            assert over_http == stored_run(endpoint, "mastwatch", verdict.trace_id)  # type: ignore[arg-type]
+            assert over_http is not None and len(over_http.steps) == (verdict.steps if verdict.findings else 0)
+            assert all(isinstance(s["error"], bool) and isinstance(s["started_ns"], int) for s in over_http.steps)
+    finally:
+        store.shutdown()

@@ -1,4 +1,4 @@
-"""The store exporter: verdicts, findings and repeated steps as ClickHouse rows.
+"""The store exporter: verdicts, findings, repeated steps and the steps of runs as ClickHouse rows.
 
 Verdicts' rows are appended to a durable on-disk queue before `export_verdicts` returns; a writer thread
 inserts them in batches (by size, or every flush interval) with deduplication tokens, retries with backoff
@@ -59,6 +59,9 @@ class StoreConfig(BaseModel):
                                 "counts only")
     redact: str | None = Field(None, description="with store_content: `module:function` taking the content and "
                                "returning what to store (mask names, numbers)")
+    steps: Literal["findings", "all", "off"] = Field(
+        "findings", description="whose steps get mast_steps rows (what `mastwatch show` and the trace page list): "
+        "runs with a finding, all runs, or none")
 
     @field_validator("host", "user", "password", "url", mode="before")
     @classmethod
@@ -167,7 +170,7 @@ class StoreExporter:
         pass  # rows are written per verdict (live findings are counters only)
 
     def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment]) -> None:
-        dropped = self.queue.append(*encode(verdicts, self._quotes))  # one record for the batch
+        dropped = self.queue.append(*encode(verdicts, self._quotes, self.config.steps))  # one record for the batch
         if dropped:
             self._dropped(dropped)
 

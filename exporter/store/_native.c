@@ -7,14 +7,15 @@
  * (the module's constants name the kinds):
  *   0 String (a str; also LowCardinality(String) columns: ClickHouse converts)   1 Array(String) (a list or tuple of str)
  *   2 Int64 (an int: DateTime64(9) ticks, saturated to the Int64 range)          3 UInt32 (an int, saturated)
- *   4 UInt64 (an int)   5 Float32   6 Float64 (a float or an int)   7 Nullable(Float32) (None or a float) */
+ *   4 UInt64 (an int)   5 Float32   6 Float64 (a float or an int)   7 Nullable(Float32) (None or a float)
+ *   8 Bool (an int or a bool: one byte, 1 for a true value) */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
-enum { STRING, ARRAY_STRING, INT64, UINT32, UINT64, FLOAT32, FLOAT64, NULLABLE_FLOAT32, KINDS };
+enum { STRING, ARRAY_STRING, INT64, UINT32, UINT64, FLOAT32, FLOAT64, NULLABLE_FLOAT32, BOOL, KINDS };
 
 typedef struct {
     char *data;
@@ -215,12 +216,25 @@ put_number(Buffer *b, int kind, PyObject *value, Py_ssize_t row, Py_ssize_t colu
         append(b, &f, 4);
         return 0;
     }
+    case BOOL: {
+        if (!PyLong_Check(value)) {
+            PyErr_Format(PyExc_TypeError, "row %zd, column %zd: a bool, not %.100s", row, column,
+                         Py_TYPE(value)->tp_name);
+            return -1;
+        }
+        int truth = PyObject_IsTrue(value);
+        if (truth < 0) {
+            return -1;
+        }
+        b->data[b->size++] = (char)truth;
+        return 0;
+    }
     }
     PyErr_Format(PyExc_TypeError, "row %zd, column %zd: a number, not %.100s", row, column, Py_TYPE(value)->tp_name);
     return -1;
 }
 
-static const size_t WIDTHS[KINDS] = {0, 0, 8, 4, 8, 4, 8, 4};
+static const size_t WIDTHS[KINDS] = {0, 0, 8, 4, 8, 4, 8, 4, 1};
 
 /* One column of `rows` (each a list or tuple of the columns' values). */
 static int
@@ -410,7 +424,7 @@ read_part(Cursor *c, int kind, uint64_t rows, Part *part)
         }
         break;
     default: {
-        uint64_t width = kind == UINT32 || kind == FLOAT32 ? 4 : 8;
+        uint64_t width = WIDTHS[kind];
         if (rows > (uint64_t)(c->end - c->p) / width || skip(c, rows * width) < 0) {
             return malformed();
         }
@@ -595,7 +609,7 @@ PyMODINIT_FUNC
 PyInit__native(void)
 {
     static const char *names[KINDS] = {"STRING", "ARRAY_STRING", "INT64", "UINT32", "UINT64", "FLOAT32", "FLOAT64",
-                                       "NULLABLE_FLOAT32"};
+                                       "NULLABLE_FLOAT32", "BOOL"};
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) {
         return NULL;

@@ -8,6 +8,7 @@ UINT64: Final[int]
 FLOAT32: Final[int]
 FLOAT64: Final[int]
 NULLABLE_FLOAT32: Final[int]
+BOOL: Final[int]
 Columns = tuple[tuple[bytes, int], ...]  # each column's name and type as Native strings, and its kind (see _native.c)
 
 

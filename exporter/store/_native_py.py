@@ -16,7 +16,8 @@ UINT64: Final = 4
 FLOAT32: Final = 5
 FLOAT64: Final = 6
 NULLABLE_FLOAT32: Final = 7
-_KINDS: Final = 8
+BOOL: Final = 8
+_KINDS: Final = 9
 _MAX_COLUMNS: Final = 64
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
@@ -24,7 +25,7 @@ _UINT32_MAX: Final = 2**32 - 1
 _UINT64: Final = 2**64  # the C module's counts and offsets wrap at 64 bits
 _MALFORMED: Final = "a malformed Native block"
 _FORMATS: Final = {INT64: "q", UINT32: "I", UINT64: "Q", FLOAT32: "f", FLOAT64: "d"}
-_WIDTHS: Final = {INT64: 8, UINT32: 4, UINT64: 8, FLOAT32: 4, FLOAT64: 8}
+_WIDTHS: Final = {INT64: 8, UINT32: 4, UINT64: 8, FLOAT32: 4, FLOAT64: 8, BOOL: 1}
 Columns = tuple[tuple[bytes, int], ...]  # each column's name and type as Native strings, and its kind (see _native.c)
 
 
@@ -94,6 +95,13 @@ def _number(kind: int, value: Any, row: int, column: int) -> int | float:
     raise TypeError(f"row {row}, column {column}: a number, not {type(value).__name__}")
 
 
+def _bool(value: Any, row: int, column: int) -> int:
+    """A Bool's byte: 1 for a true int (a bool is one)."""
+    if not isinstance(value, int):
+        raise TypeError(f"row {row}, column {column}: a bool, not {type(value).__name__}")
+    return 1 if value else 0
+
+
 def _column(kind: int, values: list[Any], column: int) -> bytes:
     """One column's values (`values`, a row's each)."""
     if kind == STRING:
@@ -112,6 +120,8 @@ def _column(kind: int, values: list[Any], column: int) -> bytes:
         nulls = bytes([v is None for v in values])
         numbers = [0.0 if v is None else _number(FLOAT32, v, r, column) for r, v in enumerate(values)]
         return nulls + struct.pack(f"<{len(numbers)}f", *numbers)
+    if kind == BOOL:
+        return bytes([_bool(v, r, column) for r, v in enumerate(values)])
     numbers = [_number(kind, v, r, column) for r, v in enumerate(values)]
     return struct.pack(f"<{len(numbers)}{_FORMATS[kind]}", *numbers)
 

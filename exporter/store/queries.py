@@ -1,6 +1,7 @@
 """Every question asked of the store, as SQL written once and rendered for its two readers: the CLI
 (`mastwatch top`, ClickHouse query parameters) and the Grafana dashboards and `mastwatch report` (Grafana's
-and the ClickHouse data source's macros, see `mastwatch.dashboards.clickhouse`).
+and the ClickHouse data source's macros, see `mastwatch.dashboards.clickhouse`). One run read back whole (its
+verdict, findings and steps: `mastwatch show`, `mastwatch report --trace` and the trace page) is at the end.
 
 A query is a template over placeholders that a `Dialect` writes:
 
@@ -23,7 +24,7 @@ and trace-id subqueries run as GLOBAL IN.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -297,3 +298,102 @@ def time_bound(text: str, now_ns: int) -> int:
         raise ValueError(f"{text!r} is not now, a duration (24h, 7d) or a UTC time (2026-05-01T12:00)") from None
     return int(moment.replace(tzinfo=moment.tzinfo or timezone.utc).timestamp()) * 1_000_000_000 \
         + moment.microsecond * 1000
+
+
+# --- one run -------------------------------------------------------------------------------------------------------
+
+TRACE_ID = re.compile(r"[0-9a-f]{32}")
+STEPS_VERSION = 6  # the schema migration that added mast_steps
+
+# Times as nanoseconds since the epoch (Int64): every engine returns them as the same number.
+RUN = """\
+SELECT trace_id, service, agent, models, toUnixTimestamp64Nano(started_at) AS started_ns,
+       toUnixTimestamp64Nano(ended_at) AS ended_ns, completion, steps, llm_calls, tool_calls, input_tokens,
+       output_tokens, cost_usd, failure_modes, repeated_steps, wasted_input_tokens, wasted_output_tokens,
+       wasted_cost_usd
+FROM {db}.mast_traces
+WHERE trace_id = {trace_id:String}
+ORDER BY started_at
+LIMIT 1"""
+
+RUN_FINDINGS = """\
+SELECT failure_mode, name, category, confidence, basis, evidence, reason, signature
+FROM {db}.mast_findings
+WHERE trace_id = {trace_id:String}
+ORDER BY failure_mode, basis
+LIMIT 1 BY failure_mode, basis"""
+
+# A run's steps lie within its start and end: the time bounds leave out the other days' partitions.
+RUN_STEPS = """\
+SELECT span_id, parent_span_id, kind, name, service, agent, model, tool,
+       toUnixTimestamp64Nano(started_at) AS started_ns, toUnixTimestamp64Nano(ended_at) AS ended_ns, error,
+       error_type, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, args_fingerprint,
+       args_preview, result_preview
+FROM {db}.mast_steps
+WHERE trace_id = {trace_id:String}
+  AND started_at >= fromUnixTimestamp64Nano({since_ns:Int64}, 'UTC')
+  AND started_at <= fromUnixTimestamp64Nano({until_ns:Int64}, 'UTC')
+ORDER BY started_at, span_id
+LIMIT 1 BY span_id"""
+
+
+@dataclass
+class StoredRun:
+    """One run as the store holds it: its mast_traces row, its findings (the judge's too) and its steps in start
+    order; `no_steps` says why a run has no step rows."""
+
+    run: dict[str, Any]
+    findings: list[dict[str, Any]]
+    steps: list[dict[str, Any]]
+    no_steps: str = ""
+    marks: dict[str, list[str]] = field(default_factory=dict)  # span id -> the modes it is evidence of
+
+    def __post_init__(self) -> None:
+        for f in self.findings:
+            for span in f["evidence"]:
+                codes = self.marks.setdefault(span, [])
+                if f["failure_mode"] not in codes:
+                    codes.append(f["failure_mode"])
+
+    def offset_s(self, ns: int) -> float:
+        """Seconds since the run started."""
+        return (int(ns) - int(self.run["started_ns"])) / 1e9
+
+
+def trace_id_of(text: str) -> str:
+    """A trace id as the store writes it (32 lowercase hex digits); ValueError naming what is wrong."""
+    trace_id = text.strip().lower()
+    if not TRACE_ID.fullmatch(trace_id) or trace_id == "0" * 32:
+        raise ValueError(f"{text!r} is not a trace id: 32 hexadecimal digits, not all zero")
+    return trace_id
+
+
+def stored_run(engine: Engine, database: str, trace_id: str, steps_setting: str = "findings") -> StoredRun | None:
+    """The run `trace_id` (as `trace_id_of` gives it) as the store holds it; None when the store has no row of it.
+    `steps_setting` (exporters.store.steps of the reader) only words why a run has no step rows."""
+    params: dict[str, Any] = {"trace_id": trace_id}
+    rows = engine.query(RUN.replace("{db}", database), params)
+    if not rows:
+        return None
+    run = rows[0]
+    findings = engine.query(RUN_FINDINGS.replace("{db}", database), params)
+    for f in findings:  # a Float32: a server's client widens it to a double, chDB's JSON prints it shortest
+        f["confidence"] = round(float(f["confidence"]), 3)
+    has_table = engine.query("SELECT count() AS n FROM system.tables WHERE database = {db:String} AND "
+                             "name = 'mast_steps'", {"db": database})
+    if not int(has_table[0]["n"]):
+        return StoredRun(run, findings, [], "this store has no table of steps yet: a mastwatch serve of schema "
+                         f"version {STEPS_VERSION} or later adds it, and keeps the steps of the runs stored then on")
+    steps = engine.query(RUN_STEPS.replace("{db}", database), {**params, "since_ns": int(run["started_ns"]),
+                                                           "until_ns": int(run["ended_ns"])})
+    for s in steps:
+        s["error"] = bool(s["error"])
+    return StoredRun(run, findings, steps, "" if steps else _why_no_steps(findings, steps_setting))
+
+
+def _why_no_steps(findings: list[dict[str, Any]], steps_setting: str) -> str:
+    """Why a run has no step rows, as far as the reader can tell (the writer's setting then is not stored)."""
+    if not findings and steps_setting != "all":
+        return "steps are kept only for runs with findings (exporters.store.steps: findings)"
+    return (f"no step rows for this run: it was stored before mastwatch kept steps (schema version {STEPS_VERSION}), "
+            "or while exporters.store.steps was off")

@@ -1,15 +1,17 @@
 """The rows of verdicts (or of a judge's answer) as one durable-queue record, and a batch of records as each
 table's insert body.
 
-Record format, version 4 (what `encode` writes, for one verdict or a batch of them): a version byte (3), the byte
+Record format, version 5 (what `encode` writes, for one verdict or a batch of them): a version byte (5), the byte
 length of each table's part (uint32, little-endian, in `ORDER`), then the parts. A part is the table's rows as one
 ClickHouse Native block (_native.c): columnar, times as DateTime64(9) ticks, nanoseconds exact. ClickHouse parses
 Native several times faster than JSON but pays a fixed cost per block, so `decode` merges a batch's blocks into one
 per table: a copy of each column's bytes, no work per value.
 
-Versions 1 and 2 (written before): version 1 a `table<TAB>JSON array` line per row, times as RFC 3339 text;
-version 2 the same header as version 3 with JSONCompactEachRow parts, times as JSON numbers of seconds with nine
-decimals. Records of either still queued when mastwatch is upgraded are converted when they are read.
+Written before: version 4 the same without the steps' part (four lengths); version 3 as version 4 with
+mast_findings blocks of fewer columns (before failure signatures); version 1 a `table<TAB>JSON array` line per row,
+times as RFC 3339 text; version 2 the header of version 3 with JSONCompactEachRow parts, times as JSON numbers of
+seconds with nine decimals. Records of any of them still queued when mastwatch is upgraded are converted when they
+are read.
 """
 
 from __future__ import annotations
@@ -21,22 +23,29 @@ from typing import Any, Final
 
 from mastwatch.collector.model.judgement import Judgement
 from mastwatch.collector.model.modes import MODES
+from mastwatch.collector.model.steps import LLM
 from mastwatch.collector.model.verdict import Verdict, rfc3339_ns
 from mastwatch.collector.signature import signature
+from mastwatch.collector.spend import price
 
 from .queue import Batch
-from .schema import FINDINGS, FINDINGS_V4_WIDTH, JUDGEMENTS, REPEATED_STEPS, TABLES, TRACES, Column
+from .schema import FINDINGS, FINDINGS_V4_WIDTH, JUDGEMENTS, REPEATED_STEPS, STEPS, TABLES, TRACES, Column
 
 try:
     from . import _native
 except ImportError:  # built without a C compiler: the same blocks written in Python
     from . import _native_py as _native  # type: ignore[no-redef]
 
-ORDER = (TRACES, FINDINGS, REPEATED_STEPS, JUDGEMENTS)  # a new table needs a new version of the format
-VERSION: Final = 4
+ORDER = (TRACES, FINDINGS, REPEATED_STEPS, JUDGEMENTS, STEPS)  # a new table needs a new version of the format
+VERSION: Final = 5
 FINDINGS_V3: Final = f"{FINDINGS}@3"  # the finding blocks of version 3 records: fewer columns
+# Which runs' steps are written (exporters.store.steps)
+STEPS_OF_FINDINGS: Final = "findings"
+STEPS_OF_ALL: Final = "all"
+NO_STEPS: Final = "off"
 # Final: compiled code reads them from C statics, not from the module's dict on every verdict
-_HEADER: Final = struct.Struct("<B4I")
+_HEADER: Final = struct.Struct("<B5I")
+_HEADER_V4: Final = struct.Struct("<B4I")  # versions 2 to 4: no steps' part
 _encode: Final = _native.encode
 _merge: Final = _native.merge
 # How _native.c writes each column type's values (its kinds), and the type a block declares: ClickHouse converts
@@ -44,7 +53,8 @@ _merge: Final = _native.merge
 _KINDS: Final = {"String": _native.STRING, "LowCardinality(String)": _native.STRING,
                  "Array(String)": _native.ARRAY_STRING, "Array(LowCardinality(String))": _native.ARRAY_STRING,
                  "DateTime64(9, 'UTC')": _native.INT64, "UInt32": _native.UINT32, "UInt64": _native.UINT64,
-                 "Float32": _native.FLOAT32, "Float64": _native.FLOAT64, "Nullable(Float32)": _native.NULLABLE_FLOAT32}
+                 "Float32": _native.FLOAT32, "Float64": _native.FLOAT64, "Nullable(Float32)": _native.NULLABLE_FLOAT32,
+                 "Bool": _native.BOOL}
 _BLOCK_TYPES: Final = {_native.STRING: "String", _native.ARRAY_STRING: "Array(String)"}
 block_rows: Final = _native.rows  # the rows of a Native block
 
@@ -62,6 +72,8 @@ _FINDING_COLUMNS: Final = COLUMNS[FINDINGS]
 COLUMNS_V3: Final = _columns(TABLES[FINDINGS].columns[:FINDINGS_V4_WIDTH])
 _STEP_COLUMNS: Final = COLUMNS[REPEATED_STEPS]
 _JUDGEMENT_COLUMNS: Final = COLUMNS[JUDGEMENTS]
+_RUN_STEP_COLUMNS: Final = COLUMNS[STEPS]
+_KIND_NAMES: Final = ("", "llm", "tool", "agent", "other")  # by StepKind
 _TIMES = {name: [i for i, c in enumerate(t.columns) if c.type_name.startswith("DateTime64(9")]
           for name, t in TABLES.items()}
 _FLOATS = {name: [i for i, c in enumerate(t.columns) if "Float" in c.type_name] for name, t in TABLES.items()}
@@ -120,6 +132,38 @@ def repeated_step_rows(v: Verdict, rows: list[list[Any]]) -> None:
                      tokens[1][1], tokens[2][1], tokens[3][1], r.cost_usd, step.start_ns])
 
 
+def step_rows(v: Verdict, rows: list[list[Any]], quotes: Quotes = None) -> None:
+    """mast_steps rows, in column order, added to `rows`: one per step of the run. A model call's cost is its price
+    as the verdict's (its model's rates, 0 when the model has none). The previews of a tool's arguments and result
+    (a model call's output) are captured content: stored only through `quotes` (content storage opted in)."""
+    trace_id = v.trace_id
+    for step in v.trace_steps:
+        cost = 0.0
+        result: str | None = None
+        if step.kind is LLM:
+            cost = price(step.model, step.provider, [step]) or 0.0
+            result = step.output_preview
+        elif step.result is not None:
+            result = step.result.preview
+        args = step.args
+        rows.append([trace_id, step.span_id.hex(), step.parent_span_id.hex(), _KIND_NAMES[step.kind], step.name,
+                     step.service, step.agent or "", step.model or "", step.tool or "", step.start_ns, step.end_ns,
+                     step.error, step.error_type or "", step.input_tokens, step.output_tokens, step.cache_read_tokens,
+                     step.cache_write_tokens, cost, args.fingerprint if args is not None else 0,
+                     _quoted(args.preview if args is not None else None, quotes), _quoted(result, quotes)])
+
+
+def _quoted(text: str | None, quotes: Quotes) -> str:
+    return quotes(text) if quotes is not None and text else ""
+
+
+def _with_steps(v: Verdict, steps: str) -> bool:
+    """Whether the run's steps are written (`steps`: exporters.store.steps)."""
+    if steps == STEPS_OF_FINDINGS:
+        return bool(v.findings)
+    return steps == STEPS_OF_ALL
+
+
 def judgement_rows(j: Judgement, judged_at: float, quotes: Quotes = None) -> list[list[Any]]:
     """mast_judgements rows, in column order: one per mode assessed. The judge's reasons read the content: stored
     only through `quotes`."""
@@ -130,20 +174,25 @@ def judgement_rows(j: Judgement, judged_at: float, quotes: Quotes = None) -> lis
             for code, a in sorted(j.assessments.items())]
 
 
-def encode(verdicts: list[Verdict], quotes: Quotes = None) -> tuple[int, bytes]:
+def encode(verdicts: list[Verdict], quotes: Quotes = None, steps: str = STEPS_OF_FINDINGS) -> tuple[int, bytes]:
     """The rows of verdicts (a batch the processor completed) as one queue record: (rows, payload), each table's
-    rows one block."""
+    rows one block. `steps`: whose steps get mast_steps rows (those with findings, all, or off)."""
     traces = _encode(_TRACE_COLUMNS, [trace_row(v) for v in verdicts])
     found: list[list[Any]] = []
     repeated: list[list[Any]] = []
+    run_steps: list[list[Any]] = []
     for v in verdicts:
         if v.findings:
             finding_rows(v, found, quotes)
         if v.waste.steps:
             repeated_step_rows(v, repeated)
-    findings, steps = _encode(_FINDING_COLUMNS, found), _encode(_STEP_COLUMNS, repeated)
-    return (len(verdicts) + len(found) + len(repeated),
-            b"".join((_HEADER.pack(VERSION, len(traces), len(findings), len(steps), 0), traces, findings, steps)))
+        if v.trace_steps and _with_steps(v, steps):
+            step_rows(v, run_steps, quotes)
+    findings, repeats = _encode(_FINDING_COLUMNS, found), _encode(_STEP_COLUMNS, repeated)
+    stepped = _encode(_RUN_STEP_COLUMNS, run_steps)
+    return (len(verdicts) + len(found) + len(repeated) + len(run_steps),
+            b"".join((_HEADER.pack(VERSION, len(traces), len(findings), len(repeats), 0, len(stepped)), traces,
+                      findings, repeats, stepped)))
 
 
 def encode_judgement(j: Judgement, judged_at: float, quotes: Quotes = None) -> tuple[int, bytes]:
@@ -152,20 +201,20 @@ def encode_judgement(j: Judgement, judged_at: float, quotes: Quotes = None) -> t
     finding_rows(j, found, quotes)
     assessed = judgement_rows(j, judged_at, quotes)
     findings, judgements = _encode(_FINDING_COLUMNS, found), _encode(_JUDGEMENT_COLUMNS, assessed)
-    header = _HEADER.pack(VERSION, 0, len(findings), 0, len(judgements))
+    header = _HEADER.pack(VERSION, 0, len(findings), 0, len(judgements), 0)
     return len(found) + len(assessed), header + findings + judgements
 
 
 def decode(batch: Batch) -> dict[str, bytes]:
     """Each table's insert body for a batch: one Native block of its rows (b"" for none)."""
-    parts: tuple[list[bytes], ...] = ([], [], [], [])
+    parts: tuple[list[bytes], ...] = ([], [], [], [], [])
     v3_findings: list[bytes] = []
-    unpack = _HEADER.unpack_from
     for payload in batch.payloads:
         version = payload[:1]
-        if version == b"\x04" or version == b"\x03" or version == b"\x02":
-            start = _HEADER.size
-            for i, size in enumerate(unpack(payload)[1:]):
+        if version == b"\x05" or version == b"\x04" or version == b"\x03" or version == b"\x02":
+            header = _HEADER if version == b"\x05" else _HEADER_V4
+            start = header.size
+            for i, size in enumerate(header.unpack_from(payload)[1:]):
                 if size:
                     part = payload[start:start + size]
                     if version == b"\x03" and i == 1:

@@ -1,9 +1,10 @@
-"""ClickHouse tables of verdicts, findings, repeated steps and the judge's assessments, their versioned
-migrations, and the DDL for one server (MergeTree) or a cluster (ReplicatedMergeTree plus Distributed tables).
+"""ClickHouse tables of verdicts, findings, repeated steps, the judge's assessments and the steps of runs, their
+versioned migrations, and the DDL for one server (MergeTree) or a cluster (ReplicatedMergeTree plus Distributed tables).
 
 Trace ids are lowercase hex, as in the `otel_traces` table of the OpenTelemetry Collector's ClickHouse
 exporter (TraceId), so the two join. Every table is partitioned by day and ordered for the dashboards'
-filters (service, agent, time; findings first by failure mode), with a bloom-filter skip index on trace_id.
+filters (service, agent, time; findings first by failure mode), with a bloom-filter skip index on trace_id;
+mast_steps, read one trace at a time, is ordered by trace id.
 
 Migrations are applied in order at start and recorded in `mast_schema_migrations`; each statement is
 idempotent, so a migration interrupted half way, or run by two replicas at once, is simply run again.
@@ -27,6 +28,7 @@ FINDINGS = "mast_findings"
 REPEATED_STEPS = "mast_repeated_steps"
 JUDGEMENTS = "mast_judgements"
 SIGNATURES = "mast_signatures"
+STEPS = "mast_steps"
 MIGRATIONS_TABLE = "mast_schema_migrations"
 
 # Blocks whose deduplication tokens a plain MergeTree remembers: a retried batch with the same token is
@@ -132,6 +134,32 @@ TABLES = {t.name: t for t in (
         confidence Float32,
         evidence Array(String),
         reason String CODEC(ZSTD(3))"""), "(failure_mode, service, agent, started_at)"),
+    # One row per step of a run (exporters.store.steps: the runs with findings by default), for reading one run:
+    # the step's own service and agent (the span's), its tokens (input: all of them, cache reads and writes
+    # included) and its price when its model has one. The previews are captured content: empty unless content
+    # storage is opted in.
+    Table(STEPS, _columns(f"""
+        trace_id String CODEC(ZSTD(1)),
+        span_id String CODEC(ZSTD(1)),
+        parent_span_id String CODEC(ZSTD(1)),
+        kind LowCardinality(String),
+        name LowCardinality(String),
+        service LowCardinality(String),
+        agent LowCardinality(String),
+        model LowCardinality(String),
+        tool LowCardinality(String),
+        started_at {TIME},
+        ended_at {TIME},
+        error Bool,
+        error_type LowCardinality(String),
+        input_tokens {COUNT},
+        output_tokens {COUNT},
+        cache_read_tokens {COUNT},
+        cache_write_tokens {COUNT},
+        cost_usd Float64 CODEC(Gorilla, ZSTD(1)),
+        args_fingerprint UInt64 CODEC(ZSTD(1)),
+        args_preview String CODEC(ZSTD(3)),
+        result_preview String CODEC(ZSTD(3))"""), "(trace_id, started_at, span_id)"),
 )}
 COLUMNS = {name: t.column_names for name, t in TABLES.items()}
 
@@ -237,6 +265,7 @@ MIGRATIONS = (
     Migration(3, "repeated steps", lambda layout: create_table(TABLES[REPEATED_STEPS], layout)),
     Migration(4, "the judge's assessments", lambda layout: create_table(TABLES[JUDGEMENTS], layout)),
     Migration(5, "failure signatures", _signatures),
+    Migration(6, "the steps of runs", lambda layout: create_table(TABLES[STEPS], layout)),
 )
 VERSION = MIGRATIONS[-1].version
 

@@ -1,0 +1,157 @@
+"""`mastwatch show TRACE_ID`: one run from the store, in the terminal: what it was (service, agent, models, time,
+spend, findings' waste), its steps in the order they started, each step that is evidence of a finding marked with
+the mode's code, then the findings with their reasons and evidence. The same run as a page: `mastwatch report
+--trace` and `/traces/{trace_id}` on the metrics port (dashboards/trace_page.py)."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+from mastwatch.config import Config
+from mastwatch.exporter.store.queries import StoredRun, stored_run, trace_id_of
+
+INDENT = "    "
+
+
+def usd(value: float) -> str:
+    return f"${value:,.6f}" if value else "$0"
+
+
+def when(ns: int) -> str:
+    seconds, fraction = divmod(int(ns), 1_000_000_000)
+    return f"{datetime.fromtimestamp(seconds, tz=timezone.utc):%Y-%m-%d %H:%M:%S}.{fraction // 1_000_000:03d} UTC"
+
+
+def seconds(ns: int) -> str:
+    return f"{int(ns) / 1e9:.3f}s"
+
+
+def step_label(step: dict[str, Any]) -> str:
+    """A step's name as read: the tool of a tool call, else its span name (without the model it ends with, which
+    has its own column)."""
+    if step["tool"]:
+        return step["tool"]
+    name, model = step["name"], step["model"]
+    return name[:-len(model)].rstrip() or name if model and name.endswith(" " + model) else name
+
+
+def clipped(text: str, width: int = 40) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def plural(n: int, what: str) -> str:
+    return f"{n:,} {what}" + ("" if n == 1 else "s")
+
+
+def tokens(step: dict[str, Any]) -> str:
+    if not step["input_tokens"] and not step["output_tokens"]:
+        return ""
+    cached = step["cache_read_tokens"] + step["cache_write_tokens"]
+    return f"{step['input_tokens']:,}→{step['output_tokens']:,}" + (f" ({cached:,} cached)" if cached else "")
+
+
+def previews(step: dict[str, Any]) -> list[tuple[str, str]]:
+    """The content stored of a step (with store_content): its arguments, and its result (a model call's output)."""
+    return [("output" if what == "result" and step["kind"] == "llm" else what, step[f"{what}_preview"])
+            for what in ("args", "result") if step[f"{what}_preview"]]
+
+
+def fingerprint(step: dict[str, Any]) -> str:
+    return f"{int(step['args_fingerprint']):016x}" if step["args_fingerprint"] else ""
+
+
+def header(stored: StoredRun) -> list[tuple[str, str]]:
+    """The run's verdict as (label, value) lines."""
+    r = stored.run
+    waste = usd(r["wasted_cost_usd"]) + (f" on {plural(r['repeated_steps'], 'repeated step')}" if r["repeated_steps"]
+                                         else "")
+    return [("trace", r["trace_id"]), ("service", r["service"]), ("agent", r["agent"]),
+            ("models", ", ".join(r["models"]) or "(none named)"),
+            ("time", f"{when(r['started_ns'])}, lasted {seconds(int(r['ended_ns']) - int(r['started_ns']))}"),
+            ("steps", f"{r['steps']} ({plural(r['llm_calls'], 'model call')}, {plural(r['tool_calls'], 'tool call')})"),
+            ("tokens", f"{r['input_tokens']:,} input, {r['output_tokens']:,} output"),
+            ("cost", usd(r["cost_usd"]) + (" (no price known for its models)" if not r["cost_usd"] and
+                                           r["input_tokens"] + r["output_tokens"] else "")),
+            ("wasted", waste), ("completion", r["completion"]),
+            ("findings", " ".join(r["failure_modes"]) or "none")]
+
+
+def _aligned(rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths,
+                                                                                             strict=True))).rstrip()
+            for row in rows]
+
+
+def format_run(stored: StoredRun) -> str:
+    lines = [f"{label:<11}{value}" for label, value in header(stored)]
+    lines.append("")
+    if stored.steps:
+        lines.append("steps, in the order they started (tokens: input→output; *: evidence of the findings named):")
+        table = [["", "offset", "kind", "span", "step", "model", "tokens", "cost", "args", "error", "findings"]]
+        notes: dict[int, list[str]] = {}
+        for i, s in enumerate(stored.steps, 1):
+            codes = stored.marks.get(s["span_id"], [])
+            table.append(["*" if codes else "", f"+{stored.offset_s(s['started_ns']):.3f}s", s["kind"], s["span_id"],
+                          clipped(step_label(s)), clipped(s["model"], 30), tokens(s),
+                          usd(s["cost_usd"]) if s["cost_usd"] else "", fingerprint(s),
+                          (s["error_type"] or "error") if s["error"] else "", " ".join(codes)])
+            for what, preview in previews(s):
+                notes.setdefault(i, []).append(f"{what}: {preview}")
+        for i, line in enumerate(_aligned(table, {1, 6, 7})):
+            lines.append(INDENT + line)
+            lines.extend(INDENT * 3 + note.replace("\n", " ") for note in notes.get(i, []))
+    else:
+        lines.append(f"steps: not stored. {stored.no_steps}")
+    lines.append("")
+    if stored.findings:
+        lines.append("findings:")
+        for f in stored.findings:
+            lines.append(f"{INDENT}{f['failure_mode']} {f['name']} ({f['category']}), confidence "
+                         f"{f['confidence']:.2f}, basis {f['basis']}")
+            lines.append(f"{INDENT * 2}reason: {f['reason']}")
+            if f["evidence"]:
+                lines.append(f"{INDENT * 2}evidence: {' '.join(f['evidence'])}")
+    else:
+        lines.append("findings: none")
+    return "\n".join(lines)
+
+
+def load(config: Config, text: str, command: str) -> tuple[int, StoredRun | None]:
+    """The run `text` names from the configured store: (0, the run), or (exit status, None) after one line on
+    stderr saying what is wrong."""
+    from mastwatch.exporter.store import open_engine
+
+    try:
+        trace_id = trace_id_of(text)
+    except ValueError as e:
+        print(f"mastwatch {command}: {e}", file=sys.stderr)
+        return 2, None
+    store = config.exporters.store
+    try:
+        engine = open_engine(store, create=False)
+    except OSError as e:  # no store there, or a server holds the directory
+        print(f"mastwatch {command}: {e}", file=sys.stderr)
+        return 1, None
+    try:
+        stored = stored_run(engine, store.database, trace_id, store.steps)
+    except Exception as e:
+        print(f"mastwatch {command}: query failed: {e}", file=sys.stderr)
+        return 1, None
+    finally:
+        engine.close()
+    if stored is None:
+        where = store.path if store.engine == "chdb" else f"database {store.database}"
+        print(f"mastwatch {command}: trace {trace_id} is not in the store ({where})", file=sys.stderr)
+        return 1, None
+    return 0, stored
+
+
+def main_show(config: Config, text: str) -> int:
+    status, stored = load(config, text, "show")
+    if stored is None:
+        return status
+    print(format_run(stored))
+    return 0
