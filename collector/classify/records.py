@@ -5,7 +5,9 @@ A tool result holding one record (a JSON object) is read at its start: its id (t
 its contact values (keys naming a phone or an email) and its `status`. Who the user is: the phone numbers and
 emails in what the user said, and in the arguments of lookups (an agent finds the user by them). A record
 whose contact values are all other than the user's is someone else's: a later call on it acts on the wrong
-record. A change refused for the state a looked-up record showed (its `status`) ignored what the run had seen.
+record, and a figure only it holds, told to the user, is told of the wrong record (whether or not the run called on
+it after the lookup). A change refused for the state a looked-up record showed (its `status`) ignored what the run
+had seen.
 A tool result listing ids (a JSON array of them: a user's orders) whose ids the run then passes to its calls is a
 listing of records; telling the user something is not among their records while some listed record was never
 opened concluded without looking (FM-3.2).
@@ -103,7 +105,9 @@ class Records(SharedState):
         # figures (numbers with decimals) in the results about someone else's record, and in all other results
         self.foreign_figures: set[str] | None = None
         self.own_figures: set[str] | None = None
-        self.told: tuple[Step, str] | None = None  # a model turn telling the user a figure of someone else's record
+        # a model turn telling the user a figure of someone else's record, and that record
+        self.told: tuple[Step, str, Record] | None = None
+        self.contacted = False  # some record names a phone or email (only then can one be someone else's)
         self.listings: list[Listing] | None = None
         # a model turn saying something is not among the user's records while a listed one was never opened
         self.denied: tuple[Listing, Step, str, list[str]] | None = None
@@ -119,7 +123,7 @@ class Records(SharedState):
             if said:
                 if self.wrong_write is not None and self.claimed is None and says_success(said):
                     self.claimed = step
-                if self.foreign_figures and self.told is None:
+                if (self.foreign_figures or self.contacted) and self.told is None:
                     self._telling(step, said)
                 if self.listings is not None and self.denied is None:
                     self._denying(step, said)
@@ -150,6 +154,7 @@ class Records(SharedState):
                 records = self.records = {}
             status = _STATUS.search(text)
             contacts = {contact_key(v) for v in _CONTACT.findall(text)} if "hone" in text or "mail" in text else set()
+            self.contacted |= bool(contacts)
             records[record_id] = Record(step, record_id, contacts, status.group(1) if status else None)
         elif about_foreign:
             if self.foreign_figures is None:
@@ -204,13 +209,26 @@ class Records(SharedState):
         return self.user
 
     def _telling(self, step: Step, said: str) -> None:
-        """Whether the model told the user a figure that only someone else's records hold."""
+        """Whether the model told the user a figure that only someone else's records hold: records the run used,
+        or whose lookup named other contacts than the user gave (told as the user's, that is using it too)."""
+        figures = _FIGURE.findall(said)
+        if not figures:
+            return
+        user = self._who() if self.contacted else None
+        theirs: list[Record] = []
+        ours: list[Record] = []
+        for r in (self.records or {}).values():
+            (theirs if r.foreign or (user and r.contacts and not r.contacts & user) else ours).append(r)
+        if not theirs:
+            return
         foreign = self.foreign_figures or set()
-        for figure in _FIGURE.findall(said):
-            if figure in foreign and figure not in (self.own_figures or ()) and not any(
-                    figure in r.figures for r in (self.records or {}).values() if not r.foreign):
-                self.told = (step, figure)
-                return
+        for figure in figures:
+            if figure in (self.own_figures or ()) or any(figure in r.figures for r in ours):
+                continue
+            for r in theirs:
+                if figure in r.figures or (r.foreign and figure in foreign):
+                    self.told = (step, figure, r)
+                    return
 
     def _used(self, record: Record, step: Step, writes: bool) -> bool:
         """Note a call on a known record; whether the record is someone else's."""

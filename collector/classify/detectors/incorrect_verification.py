@@ -16,7 +16,7 @@ Judged when the trace is complete:
 - a handover to a person claiming every step was done while the problem was still there, naming no cause the agent
   could not remove (a locked SIM, an expired contract; content);
 - success claimed after a change made to a record whose phone or email is not the one the user gave, or a figure
-  told to the user that only such a record holds (content).
+  told to the user that only such a record holds, whether or not the run called on it after its lookup (content).
 
 A claim made on a condition ("once your return is completed") is none, nor is one in an answer telling the user
 that something could not be done, or after the failed call was explained to the user.
@@ -61,10 +61,9 @@ class IncorrectVerification(Detector):
             return Finding(self.code, 0.7, [record.step.span_id, step.span_id, claim.span_id],
                            f"claimed success after {step.tool} changed a record whose {record.step.tool} result "
                            "names another phone or email than the user gave", CONTENT, quote=record.id)
-        if records.told is not None and records.acted is not None:
-            record, step = records.acted
-            told, figure = records.told
-            return Finding(self.code, 0.6, [record.step.span_id, step.span_id, told.span_id],
+        if records.told is not None:
+            told, figure, record = records.told
+            return Finding(self.code, 0.6, [record.step.span_id, told.span_id],
                            f"told the user a figure of a record whose {record.step.tool} result names another phone "
                            "or email than the user gave", CONTENT, quote=f"{figure} ({record.id})")
         return None
