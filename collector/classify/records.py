@@ -5,7 +5,9 @@ A tool result holding one record (a JSON object) is read at its start: its id (t
 its contact values (keys naming a phone or an email) and its `status`. Who the user is: the phone numbers and
 emails in what the user said, and in the arguments of lookups (an agent finds the user by them). A record
 whose contact values are all other than the user's is someone else's: a later call on it acts on the wrong
-record. A change refused for the state a looked-up record showed (its `status`) ignored what the run had seen.
+record, and a figure only it holds, told to the user, is told of the wrong record (whether or not the run called on
+it after the lookup). A change refused for the state a looked-up record showed (its `status`) ignored what the run
+had seen.
 A tool result listing ids (a JSON array of them: a user's orders) whose ids the run then passes to its calls is a
 listing of records; telling the user something is not among their records while some listed record was never
 opened concluded without looking (FM-3.2).
@@ -33,7 +35,7 @@ _STATUS: Final = re.compile(r'"status"\s*:\s*"([^"\\]{1,40})"', re.IGNORECASE)
 _PHONE: Final = re.compile(r"(?<![\w.-])(?:\+?\d{1,3}[ .-]?)?\(?\d{3}\)?[ .-]?\d{3}[ .-]?\d{4}(?![\w-])")
 _EMAIL: Final = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _NOT_DIGIT: Final = re.compile(r"\D")
-_FIGURE: Final = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.]*\d)")  # 3.2, 15.1, 65.00: a measured or charged figure
+_FIGURE: Final = re.compile(r"\d(?<![\w.]\d)\d*\.\d+(?![\w.]*\d)")  # 3.2, 15.1, 65.00: a measured or charged figure
 # A refusal naming the state the record should have been in ("must be suspended", "Non-delivered order").
 _STATE_CONDITION: Final = re.compile(r"\b(must|needs? to|has to|should) (be|have)\b|\bnon-\w+|\bstatus\b|"
                                      r"\bnot (yet )?(\w+ed|active|open|pending|available)\b", re.IGNORECASE)
@@ -48,7 +50,8 @@ def contact_key(value: str) -> str:
 
 
 def _contacts(text: str) -> list[str]:
-    return [contact_key(v) for v in _PHONE.findall(text)] + [v.lower() for v in _EMAIL.findall(text)]
+    emails = [v.lower() for v in _EMAIL.findall(text)] if "@" in text else []
+    return [contact_key(v) for v in _PHONE.findall(text)] + emails
 
 
 class Record:
@@ -81,8 +84,8 @@ class Listing:
 
 
 class Records(SharedState):
-    __slots__ = ("acted", "claimed", "denied", "foreign_figures", "heard", "listings", "own_figures", "records",
-                 "seen", "told", "tools", "user", "write_refused", "wrong_write")
+    __slots__ = ("acted", "claimed", "contacted", "denied", "foreign_figures", "heard", "listings", "own_figures",
+                 "recorded", "records", "seen", "sides", "told", "tools", "user", "write_refused", "wrong_write")
 
     def __init__(self, tools: ToolClassifier) -> None:
         super().__init__()
@@ -103,7 +106,12 @@ class Records(SharedState):
         # figures (numbers with decimals) in the results about someone else's record, and in all other results
         self.foreign_figures: set[str] | None = None
         self.own_figures: set[str] | None = None
-        self.told: tuple[Step, str] | None = None  # a model turn telling the user a figure of someone else's record
+        # a model turn telling the user a figure of someone else's record, and that record
+        self.told: tuple[Step, str, Record] | None = None
+        self.contacted = False  # some record named other phones or emails than the user had given when it was read
+        # the figures of the user's records and the records that are someone else's, made again when either changes
+        self.sides: tuple[set[str], list[Record]] | None = None
+        self.recorded: set[str] | None = None  # the figures of all records, made again when one is added
         self.listings: list[Listing] | None = None
         # a model turn saying something is not among the user's records while a listed one was never opened
         self.denied: tuple[Listing, Step, str, list[str]] | None = None
@@ -119,7 +127,7 @@ class Records(SharedState):
             if said:
                 if self.wrong_write is not None and self.claimed is None and says_success(said):
                     self.claimed = step
-                if self.foreign_figures and self.told is None:
+                if (self.foreign_figures or self.contacted) and self.told is None:
                     self._telling(step, said)
                 if self.listings is not None and self.denied is None:
                     self._denying(step, said)
@@ -150,7 +158,11 @@ class Records(SharedState):
                 records = self.records = {}
             status = _STATUS.search(text)
             contacts = {contact_key(v) for v in _CONTACT.findall(text)} if "hone" in text or "mail" in text else set()
+            if contacts and not self.contacted:
+                user = self._who()
+                self.contacted = not user or not contacts & user
             records[record_id] = Record(step, record_id, contacts, status.group(1) if status else None)
+            self.sides = self.recorded = None
         elif about_foreign:
             if self.foreign_figures is None:
                 self.foreign_figures = set()
@@ -201,16 +213,44 @@ class Records(SharedState):
                 if self.user is None:
                     self.user = set()
                 self.user.update(contacts)
+                self.sides = None
         return self.user
 
     def _telling(self, step: Step, said: str) -> None:
-        """Whether the model told the user a figure that only someone else's records hold."""
-        foreign = self.foreign_figures or set()
-        for figure in _FIGURE.findall(said):
-            if figure in foreign and figure not in (self.own_figures or ()) and not any(
-                    figure in r.figures for r in (self.records or {}).values() if not r.foreign):
-                self.told = (step, figure)
+        """Whether the model told the user a figure that only someone else's records hold: records the run used,
+        or whose lookup named other contacts than the user gave (told as the user's, that is using it too). Who
+        the user is, is read only once a figure told is some record's."""
+        figures = _FIGURE.findall(said)
+        if not figures:
+            return
+        if not self.foreign_figures:
+            recorded = self.recorded
+            if recorded is None:
+                recorded = self.recorded = {f for r in (self.records or {}).values() for f in r.figures}
+            if not any(f in recorded for f in figures):
                 return
+        user = self._who() if self.contacted else None
+        sides = self.sides
+        if sides is None:
+            ours: set[str] = set()
+            theirs: list[Record] = []
+            for r in (self.records or {}).values():
+                if r.foreign or (user and r.contacts and not r.contacts & user):
+                    theirs.append(r)
+                else:
+                    ours.update(r.figures)
+            sides = self.sides = (ours, theirs)
+        ours, theirs = sides
+        if not theirs:
+            return
+        foreign = self.foreign_figures or set()
+        for figure in figures:
+            if figure in ours or figure in (self.own_figures or ()):
+                continue
+            for r in theirs:
+                if figure in r.figures or (r.foreign and figure in foreign):
+                    self.told = (step, figure, r)
+                    return
 
     def _used(self, record: Record, step: Step, writes: bool) -> bool:
         """Note a call on a known record; whether the record is someone else's."""
@@ -218,6 +258,7 @@ class Records(SharedState):
         if user and not record.contacts & user:
             if not record.foreign:
                 record.foreign = True
+                self.sides = None
                 if self.foreign_figures is None:
                     self.foreign_figures = set()
                 self.foreign_figures.update(record.figures)

@@ -65,6 +65,10 @@ _UNHEALTHY: Final = re.compile(
     r"\"(status|status_?code|code)\"\s*:\s*\"?5\d\d\b|\b5\d\d (Service Unavailable|Internal Server "
     r"Error|Bad Gateway|Gateway Time-?out)\b")
 _NEGATED_CLAIM: Final = re.compile(r"\b(not|n't|unable|could not|failed|unsuccessful|error)\b", re.IGNORECASE)
+# A claim made only on a condition, later in time ("once your return is completed", "when it has been processed"):
+# the clause leading to it, read back to the last punctuation.
+_CONDITIONAL_CLAIM: Final = re.compile(r"\b(once|when|whenever|after|if|until|unless|as soon as|before)\b[^.,;:!?\n]*$",
+                                       re.IGNORECASE)
 
 
 # A state-changing call's result that only acknowledges the request: the new state is not shown yet.
@@ -105,7 +109,7 @@ _EXHAUSTED: Final = re.compile(
     r"( \w+){0,3}? (have been |were |are )?(completed|exhausted|tried|taken|performed|done|attempted|followed|"
     r"checked)|\bexhausted (all|every)|\b(tried|completed|attempted|performed|done) (all|every) "
     r"(the )?(standard |available |possible |basic |recommended )*(troubleshooting |diagnostic )?"
-    r"(steps?|options?|fix(es)?|solutions?)|after all (the )?(troubleshooting |standard )*steps", re.IGNORECASE)
+    r"(steps?|options?|fix(es)?|solutions?)", re.IGNORECASE)
 
 
 # A final turn that says nothing to anyone: a bare control token ("###STOP###", "<end>") or nothing.
@@ -182,8 +186,12 @@ def says_success(text: str | None) -> bool:
     """Text claiming success, not negated nearby."""
     if not text:
         return False
-    match = _SUCCESS_CLAIM.search(text)
-    return match is not None and not _NEGATED_CLAIM.search(text[max(match.start() - 24, 0):match.start()])
+    for match in _SUCCESS_CLAIM.finditer(text):
+        start = match.start()
+        if not _NEGATED_CLAIM.search(text[max(start - 24, 0):start]) and \
+                not _CONDITIONAL_CLAIM.search(text[max(start - 60, 0):start]):
+            return True
+    return False
 
 
 def explains_failure(step: Step) -> bool:
@@ -245,9 +253,10 @@ def gives_up(text: str) -> str | None:
 
 def claims_all_done(text: str) -> str | None:
     """Text claiming every step or check was done ("all troubleshooting steps have been completed"): the claim, or
-    None."""
+    None. Not when it names a cause the agent cannot remove (a locked SIM, an expired contract): handing over is
+    then what was left to do, and the claim may hold."""
     match = _EXHAUSTED.search(text)
-    return None if match is None else match.group(0)
+    return None if match is None or _BLOCKED.search(text) is not None else match.group(0)
 
 
 RECORD_ID: Final = re.compile(r'"(\w*_id|id)"\s*:\s*"([^"\\]{2,64})"')  # "order_id": "#W123", in JSON

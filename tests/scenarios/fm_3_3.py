@@ -47,3 +47,24 @@ def generate(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str
     r.user("My service still does not work.").call(read, rargs, {"id": 1, "status": "open"})
     r.call(handover, {"summary": "All standard troubleshooting steps have been completed."}, "Transfer successful")
     yield r.name, {"FM-3.3"}, r.answer("You are being transferred to a human agent.")
+    r = Run(f"{tag}-hands-over-all-done-naming-the-cause")  # the cause is one the agent cannot remove: the claim holds
+    r.user("My service still does not work.").call(read, rargs, {"id": 1, "status": "locked"})
+    r.call(handover, {"summary": "All standard troubleshooting steps have been completed; the SIM is locked with a PIN "
+                                 "and cannot be unlocked here."}, "Transfer successful")
+    yield r.name, set(), r.answer("You are being transferred to a human agent.")
+    r = Run(f"{tag}-hands-over-still-failing-after-all-steps")  # gives up, saying the problem is there: no claim
+    r.user("My service still does not work.").call(read, rargs, {"id": 1, "status": "open"})
+    r.call(handover, {"summary": "The service still fails after all troubleshooting steps."}, "Transfer successful")
+    yield r.name, {"FM-3.1", "FM-3.2"}, r.answer("You are being transferred to a human agent.")
+    r = Run(f"{tag}-claim-on-condition-after-failure-told")  # the failure was told; the last answer claims nothing
+    r.call(write, wargs, "error: payment method declined", error="PaymentError")
+    r.answer("I'm sorry, the payment method was declined, so the change could not be made.")
+    r.user("OK, I will update my card and come back.")
+    yield r.name, set(), r.answer("Thank you! Once your card is updated, the change can be completed successfully.")
+    line = {"line_id": "L-1", "phone_number": "555-010-2001", "data_used_gb": 3.2}
+    r = Run(f"{tag}-tells-figure-of-someone-elses-record")  # told right after the lookup, never called on after
+    r.user("Hi, my number is 555-010-2002.").call("get_line_details", {"id": "L-1"}, line)
+    yield r.name, {"FM-2.5", "FM-3.3"}, r.answer("You have used 3.2 GB of data this month.")
+    r = Run(f"{tag}-tells-figure-of-the-users-record")
+    r.user("Hi, my number is 555-010-2001.").call("get_line_details", {"id": "L-1"}, line)
+    yield r.name, set(), r.answer("You have used 3.2 GB of data this month.")

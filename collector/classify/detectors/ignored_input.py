@@ -12,8 +12,8 @@ Signals:
   user it could not be done, nor when the next call changed the same record and worked (the change done another
   way; content);
 - the final answer treats as done a change refused for good (as FM-3.3 finds it; content);
-- a call on a record whose phone or email is not the one the user gave, after the lookup that showed it (the agent
-  disregarded who the user said they are; content);
+- a call on a record whose phone or email is not the one the user gave, after the lookup that showed it, or a
+  figure only that record holds told to the user (the agent disregarded who the user said they are; content);
 - a change refused on a record the run had just read: its status was there to see (content)."""
 
 from __future__ import annotations
@@ -75,6 +75,11 @@ class IgnoredInput(Detector):
             return Finding(self.code, 0.7, [record.step.span_id, step.span_id], f"{step.tool} used a record whose "
                            f"{record.step.tool} result names another phone or email than the user gave", CONTENT,
                            quote=record.id)
+        if records.told is not None:
+            told, figure, record = records.told
+            return Finding(self.code, 0.6, [record.step.span_id, told.span_id], f"told the user a figure of a record "
+                           f"whose {record.step.tool} result names another phone or email than the user gave",
+                           CONTENT, quote=f"{figure} ({record.id})")
         if records.write_refused is not None:
             record, step = records.write_refused
             status = f", status {record.status}" if record.status else ""

@@ -13,9 +13,13 @@ Judged when the trace is complete:
 - a final answer claiming success while a change refused for good was never redone, nor done another way on the
   same record, nor explained to the user (a migration failed, the deploy that needs it went on, "released";
   content);
-- a handover to a person claiming every step was done while the problem was still there (content);
+- a handover to a person claiming every step was done while the problem was still there, naming no cause the agent
+  could not remove (a locked SIM, an expired contract; content);
 - success claimed after a change made to a record whose phone or email is not the one the user gave, or a figure
-  told to the user that only such a record holds (content).
+  told to the user that only such a record holds, whether or not the run called on it after its lookup (content).
+
+A claim made on a condition ("once your return is completed") is none, nor is one in an answer telling the user
+that something could not be done, or after the failed call was explained to the user.
 
 A run stopped before the model saw the last tool result is FM-1.5's (stopped from outside, as by a step limit)."""
 
@@ -57,10 +61,9 @@ class IncorrectVerification(Detector):
             return Finding(self.code, 0.7, [record.step.span_id, step.span_id, claim.span_id],
                            f"claimed success after {step.tool} changed a record whose {record.step.tool} result "
                            "names another phone or email than the user gave", CONTENT, quote=record.id)
-        if records.told is not None and records.acted is not None:
-            record, step = records.acted
-            told, figure = records.told
-            return Finding(self.code, 0.6, [record.step.span_id, step.span_id, told.span_id],
+        if records.told is not None:
+            told, figure, record = records.told
+            return Finding(self.code, 0.6, [record.step.span_id, told.span_id],
                            f"told the user a figure of a record whose {record.step.tool} result names another phone "
                            "or email than the user gave", CONTENT, quote=f"{figure} ({record.id})")
         return None
@@ -74,9 +77,9 @@ def false_claim(p: Progress) -> Ending | None:
     if turn is None:
         return None
     last, llm = turn
-    claim = p.answer_claims_success()
+    claim = p.answer_claims_success() and not explains_failure(llm)  # a claim beside the failure told is no claim
     if p.error is last and p.answered:
-        if claim:
+        if claim and p.explained is not last:
             ignored = last if p.failed_check is not last and refused(p, last) else None
             return Ending(0.85, CONTENT, [last, llm], f"final answer claims success right after {last.tool} failed",
                           ignored, llm.output_preview)
@@ -88,7 +91,7 @@ def false_claim(p: Progress) -> Ending | None:
         return Ending(0.8, CONTENT, [p.write, p.failed_check, llm],
                       f"final answer claims success while the check {p.failed_check.tool} of {p.write.tool} failed")
     error = p.error
-    if claim and error is not None and refused(p, error) and p.explained is not error and not explains_failure(llm):
+    if claim and error is not None and refused(p, error) and p.explained is not error:
         return Ending(0.7, CONTENT, [error, llm], f"final answer claims success while {error.tool} failed and was "
                       "never redone", error)
     return None
