@@ -2,16 +2,20 @@
 limit) or its repeated-step spend passes a threshold, within moments of the span that shows it, so that an agent's
 runtime can stop the run. Each endpoint has its own bounded queue and sender thread: a slow or failing endpoint
 delays only its own deliveries, and never the processor (a full queue drops, counted). Bodies are signed with
-HMAC-SHA256 when a secret is set (`X-Mastwatch-Signature: sha256=<hex>`, over the raw body)."""
+HMAC-SHA256 when a secret is set (`X-Mastwatch-Signature: sha256=<hex>`, over the raw body). Each sender keeps its
+HTTP/1.1 connection open between events (a new connection per event costs more than the event), except through a
+proxy named in the environment (`https_proxy`, `http_proxy`, `no_proxy`), which urllib reaches anew each time."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import hmac
+import http.client
 import json
 import logging
 import queue
+import ssl
 import threading
 import time
 import urllib.error
@@ -78,6 +82,13 @@ class WebhookConfig(BaseModel):
         return self.secret.get_secret_value().encode() if self.secret is not None else None
 
 
+def _proxied(url: str) -> bool:
+    """Whether the environment routes `url` through a proxy (as urllib reads it)."""
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies()
+    return parts.scheme in proxies and not urllib.request.proxy_bypass(parts.hostname or "")
+
+
 def sign(key: bytes, body: bytes) -> str:
     return "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest()
 
@@ -99,6 +110,12 @@ class _Endpoint:
         self.key = config.key()
         self.queue: queue.Queue[bytes | None] = queue.Queue(config.queue_size)
         self.stopping = threading.Event()
+        target = urlsplit(config.url)
+        self._https = target.scheme == "https"
+        self._host, self._port = target.hostname or "", target.port
+        self._path = (target.path or "/") + (f"?{target.query}" if target.query else "")
+        self._proxied = _proxied(config.url)
+        self._connection: http.client.HTTPConnection | None = None  # kept open between events (the thread's own)
         self.thread = threading.Thread(target=self._run, name=f"mw-webhook-{config.name}", daemon=True)
         self.thread.start()
 
@@ -113,6 +130,7 @@ class _Endpoint:
         while True:
             body = self.queue.get()
             if body is None:
+                self._close()
                 return
             self.metrics.deliveries.labels(self.config.name, self._deliver(body)).inc()
 
@@ -128,20 +146,65 @@ class _Endpoint:
                     return "stopped"
                 wait = min(wait * 2, 30.0)
             try:
-                request = urllib.request.Request(config.url, body, headers, method="POST")
-                with urllib.request.urlopen(request, timeout=config.timeout) as response:
-                    response.read()
-                return "delivered"
-            except urllib.error.HTTPError as e:
-                if e.code < 500 and e.code not in (408, 429):
-                    log.warning("webhook %s refused an event: HTTP %d", config.name, e.code)
-                    return "failed"
-                error: str = f"HTTP {e.code}"
+                status = self._post(body, headers)
             except OSError as e:
-                error = str(e)
+                error: str = str(e)
+            else:
+                if 200 <= status < 300:
+                    return "delivered"
+                if status < 500 and status not in (408, 429):
+                    log.warning("webhook %s refused an event: HTTP %d", config.name, status)
+                    return "failed"
+                error = f"HTTP {status}"
             log.debug("webhook %s: attempt %d failed (%s)", config.name, attempt + 1, error)
         log.warning("webhook %s: an event was not delivered after %d attempts", config.name, config.max_attempts)
         return "failed"
+
+    def _post(self, body: bytes, headers: dict[str, str]) -> int:
+        """POST one event; its HTTP status. On the kept connection: one the endpoint closed while idle is opened
+        again at once (that is no failed attempt); any other failure closes it and raises OSError."""
+        if self._proxied:
+            request = urllib.request.Request(self.config.url, body, headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=self.config.timeout) as response:
+                    response.read()
+                    return int(response.status)
+            except urllib.error.HTTPError as e:
+                return e.code
+        while True:
+            connection, reused = self._connection, self._connection is not None
+            if connection is None:
+                connection = self._connection = self._connect()
+            try:
+                connection.request("POST", self._path, body, headers)
+                response = connection.getresponse()
+                response.read()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as e:
+                self._close()
+                if reused:
+                    continue  # closed by the endpoint while idle: the event was not taken
+                raise OSError(str(e) or type(e).__name__) from e
+            except http.client.HTTPException as e:  # not HTTP in reply: the connection is not reusable
+                self._close()
+                raise OSError(f"{type(e).__name__}: {e}") from e
+            except OSError:
+                self._close()
+                raise
+            if response.will_close:
+                self._close()
+            return response.status
+
+    def _connect(self) -> http.client.HTTPConnection:
+        timeout = self.config.timeout
+        if self._https:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout,
+                                               context=ssl.create_default_context())
+        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+
+    def _close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
 
     def stop(self, timeout: float) -> None:
         self.stopping.set()

@@ -30,17 +30,23 @@ SECRET = "s3cret"
 
 
 class Hooks:
-    """A webhook endpoint on loopback: records each body with its arrival time; answers `statuses` in turn
-    (then 200)."""
+    """A webhook endpoint on loopback: records each body with its arrival time and the client's port (one per
+    connection); answers `statuses` in turn (then 200). HTTP/1.0 (a connection per request) unless `keep_alive`
+    (HTTP/1.1: connections stay open, closed by the endpoint after `idle` seconds without a request)."""
 
-    def __init__(self, statuses: list[int] | None = None) -> None:
+    def __init__(self, statuses: list[int] | None = None, keep_alive: bool = False, idle: float | None = None) -> None:
         self.received: list[tuple[float, dict[str, Any], dict[str, str], bytes]] = []
+        self.ports: list[int] = []
         self.statuses = list(statuses or [])
         self.arrived = threading.Event()
         hooks = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+            timeout = idle
+
             def do_POST(self) -> None:
+                hooks.ports.append(self.client_address[1])
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 status = hooks.statuses.pop(0) if hooks.statuses else 200
                 if status == 200:
@@ -160,6 +166,45 @@ def test_a_spend_threshold_fires_once_per_run(start_server) -> None:
         endpoint.close()
 
 
+def _loops(running: RunningServer, runs: int, pause: float = 0.0) -> None:
+    """`runs` agent runs that each call one tool 4 times alike (FM-1.3), sent as they end."""
+    tp = provider("grpc", running.grpc_endpoint)
+    tracer = tp.get_tracer("loops")
+    for _ in range(runs):
+        with agent_run(tracer):
+            for _ in range(4):
+                step(tracer, "kubectl_get_pods", {"namespace": "prod"})
+        tp.force_flush()
+        time.sleep(pause)
+    tp.shutdown()
+
+
+def test_events_share_one_kept_connection(start_server) -> None:
+    endpoint = Hooks(keep_alive=True)
+    try:
+        running = start_server(exporters__webhooks=[{"url": endpoint.url, "modes": ["FM-1.3"]}])
+        _loops(running, 3)
+        running.wait_for(lambda: running.sample("mast_traces_total") == 3)
+        running.wait_for(lambda: len(endpoint.received) == 3)
+        assert len(set(endpoint.ports)) == 1  # one connection for the three events
+    finally:
+        endpoint.close()
+
+
+def test_a_connection_the_endpoint_closed_while_idle_is_opened_again_without_a_retry(start_server) -> None:
+    endpoint = Hooks(keep_alive=True, idle=0.2)
+    try:
+        running = start_server(exporters__webhooks=[{"url": endpoint.url, "modes": ["FM-1.3"], "backoff": "5s"}])
+        _loops(running, 2, pause=1.0)  # the endpoint closes the first event's connection before the second
+        running.wait_for(lambda: running.sample("mast_traces_total") == 2)
+        running.wait_for(lambda: len(endpoint.received) == 2)
+        assert len(set(endpoint.ports)) == 2
+        assert running.sample("mastwatch_webhook_retries_total") in (None, 0)
+        assert running.sample("mastwatch_webhook_deliveries_total", outcome="delivered") == 2
+    finally:
+        endpoint.close()
+
+
 def test_a_full_queue_drops_and_counts_without_holding_the_pipeline(start_server) -> None:
     running = start_server(exporters__webhooks=[{"url": "http://127.0.0.1:9/unreachable", "queue_size": 1,
                                                  "max_attempts": 3, "backoff": "1s", "modes": ["*"]}])
@@ -189,3 +234,13 @@ def test_the_guarded_loop_example_stops_itself(server) -> None:
                                  "MASTWATCH_URL": f"http://{host}:{port}"})
     assert result.returncode == 0, result.stderr
     assert "stopped, mastwatch says ['FM-1.3']" in result.stdout and "step 20" not in result.stdout
+
+
+def test_a_proxy_in_the_environment_is_used_for_the_endpoints_it_covers(monkeypatch) -> None:
+    from mastwatch.exporter.webhook import _proxied
+
+    monkeypatch.setenv("http_proxy", "http://proxy.internal:3128")
+    monkeypatch.setenv("no_proxy", "hooks.internal")
+    assert _proxied("http://agents.example.com/hook")
+    assert not _proxied("http://hooks.internal/hook")
+    assert not _proxied("https://agents.example.com/hook")  # no https_proxy
