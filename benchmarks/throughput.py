@@ -9,7 +9,7 @@ every tool call (4 in 10 spans). Spans carry what GenAI instrumentations record 
 attributes, an SDK's resource and scope), or with `--minimal` only the attributes mastwatch reads.
 
   python benchmarks/throughput.py [--spans 200000] [--batch 500] [--rounds 3] [--detectors FM-1.3,...] [--content]
-                                  [--minimal] [--decode-repeat 3] [--stop-signal]
+                                  [--minimal] [--decode-repeat 3] [--stop-signal] [--set key.path=value ...]
 
 Prints spans/s (by wall clock, and per CPU second of the server process: the steadier figure on a shared machine)
 end to end (decoded, normalised, assembled, classified, priced, counted in Prometheus and written to the chDB
@@ -26,7 +26,8 @@ speed drifts over minutes, the best rounds of two modes may come from different 
 those failure modes' detectors only (what the others cost shows against a default run).
 `--stop-signal` has the server (both modes) also tell a webhook of every run's findings as they come (every mode,
 to a sink in its own process on the client's CPU), and keep them for `GET /v1/findings`, as a server acting as a
-stop signal does. BENCH_WORKERS sets the gRPC server threads of both receivers (default 4).
+stop signal does. `--set` changes a setting of the server (both modes), as `mastwatch serve --set` does (e.g.
+`exporters.store.steps=off`). BENCH_WORKERS sets the gRPC server threads of both receivers (default 4).
 """
 
 from __future__ import annotations
@@ -145,14 +146,15 @@ def _minor_faults() -> int:
 
 def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, client_cpu: int | None,
         concurrency: int, detectors: list[str] | None, queue_spans: int | None,
-        webhook: str | None = None) -> tuple[float, float, float, dict[str, float], int, float]:
+        webhook: str | None = None,
+        settings: dict | None = None) -> tuple[float, float, float, dict[str, float], int, float]:
     """(spans per wall second, spans per CPU second of the server process, share of its CPU time spent
     collecting garbage, CPU µs per span of its threads by name, requests refused and sent again, minor page faults
     per span)."""
     from mastwatch.collector.classify.detectors import load_detectors
     from mastwatch.collector.receiver import GrpcConfig
     from mastwatch.collector.receiver.grpc_server import GrpcReceiver
-    from mastwatch.config import load
+    from mastwatch.config import load, merge
     from mastwatch.service import GC_THRESHOLDS, Service
 
     if server_cpu is not None:
@@ -180,9 +182,9 @@ def run(mode: str, bodies: list[bytes], total: int, server_cpu: int | None, clie
                            "store": {"path": store, "enabled": mode == "end-to-end"}}
         if webhook is not None:
             exporters["webhooks"] = [{"url": webhook, "modes": ["*"], "queue_size": 100_000}]
-        config = load(None, {"receiver": {"grpc": {"endpoint": "127.0.0.1:0", "workers": WORKERS},
-                                          "http": {"enabled": False}},
-                             "processor": processor, "exporters": exporters},
+        config = load(None, merge({"receiver": {"grpc": {"endpoint": "127.0.0.1:0", "workers": WORKERS},
+                                                "http": {"enabled": False}},
+                                   "processor": processor, "exporters": exporters}, settings or {}),
                       environ={})
         service = Service(config)
         service.start()
@@ -249,7 +251,12 @@ def main() -> None:
     parser.add_argument("--minimal", action="store_true", help="spans with only the attributes mastwatch reads "
                         "(default: also those GenAI instrumentations record besides, see traffic.py)")
     parser.add_argument("--stop-signal", action="store_true", help="a webhook told of every finding as it comes")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
+                        help="a server setting, as mastwatch serve --set (repeatable)")
     args = parser.parse_args()
+    from mastwatch.config import set_overrides
+
+    settings = set_overrides(args.set)
     detectors = args.detectors.split(",") if args.detectors else None
     cpus = sorted(os.sched_getaffinity(0))
     server_cpu, client_cpu = (cpus[0], cpus[1]) if len(cpus) > 1 else (None, None)
@@ -259,7 +266,8 @@ def main() -> None:
           f"over); server on CPU {server_cpu}, "
           f"client on CPU {client_cpu}; detectors: {args.detectors or 'the defaults'}; content "
           f"{'on' if args.content else 'off'}; attributes: {'minimal' if args.minimal else 'as instrumentations send'}"
-          f"{'; findings told to a webhook' if args.stop_signal else ''}")
+          f"{'; findings told to a webhook' if args.stop_signal else ''}"
+          f"{'; settings ' + ' '.join(args.set) if args.set else ''}")
     modes = ("decode-only", "end-to-end", "no-store")
     results = dict.fromkeys(modes, (0.0, 0.0))
     rounds: list[dict[str, float]] = []  # server-CPU spans/s of each mode, round by round
@@ -280,7 +288,7 @@ def main() -> None:
             repeat = args.decode_repeat if mode == "decode-only" else 1
             server = ctx.Process(target=_serve, args=(out, mode, bodies * repeat, total * repeat, server_cpu,
                                                       client_cpu, args.concurrency, detectors, args.queue_spans,
-                                                      webhook))
+                                                      webhook, settings))
             server.start()
             wall, cpu, gc_share, by_thread, refused, faults = out.get()
             server.join()

@@ -87,11 +87,12 @@ def _endpoints(config: Config) -> None:
             raise ConfigError(f"{name}: {endpoint!r} is not host:port")
 
 
-def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+def merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """`override` over `base`, mappings merged key by key (a copy; neither is changed)."""
     out = dict(base)
     for key, value in override.items():
         if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
+            out[key] = merge(out[key], value)
         else:
             out[key] = value
     return out
@@ -112,7 +113,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
         path = [p.lower() for p in name[len(ENV_PREFIX):].split("__")]
         # detector codes are upper case with a dash: FM_1_3 in a variable name means FM-1.3
         path = [p.upper().replace("_", "-", 1).replace("_", ".") if p.startswith("fm_") else p for p in path]
-        doc = _merge(doc, _nested(path, _yaml_value(raw, name)))
+        doc = merge(doc, _nested(path, _yaml_value(raw, name)))
     return doc
 
 
@@ -133,7 +134,7 @@ def set_overrides(assignments: list[str]) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set {item!r}: expected key.path=value")
-        doc = _merge(doc, _nested(_KEY_PART.findall(key), _yaml_value(raw, f"--set {key}")))
+        doc = merge(doc, _nested(_KEY_PART.findall(key), _yaml_value(raw, f"--set {key}")))
     return doc
 
 
@@ -167,8 +168,8 @@ def load(path: str | None = None, overrides: Mapping[str, Any] | None = None,
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {path}: expected a mapping at the top level")
         doc = loaded
-    doc = _merge(doc, env_overrides(environ))
-    doc = _merge(doc, overrides or {})
+    doc = merge(doc, env_overrides(environ))
+    doc = merge(doc, overrides or {})
     try:
         config = Config.model_validate(doc)
     except ValidationError as e:

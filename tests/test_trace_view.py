@@ -231,3 +231,10 @@ def classify(request: ExportTraceServiceRequest) -> Verdict:
     from tests.test_modes import classify_request
 
     return classify_request(request)
+
+
+def test_steps_off_reads_as_yaml_writes_it() -> None:
+    from mastwatch.config import load, set_overrides
+
+    assert load(None, set_overrides(["exporters.store.steps=off"]), environ={}).exporters.store.steps == "off"
+    assert load(None, environ={"MASTWATCH_EXPORTERS__STORE__STEPS": "off"}).exporters.store.steps == "off"

@@ -68,6 +68,11 @@ class StoreConfig(BaseModel):
     def _text(cls, value: Any) -> Any:  # YAML reads a numeric password as a number
         return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
+    @field_validator("steps", mode="before")
+    @classmethod
+    def _steps_off(cls, value: Any) -> Any:  # YAML reads a bare `off` as false
+        return "off" if value is False else value
+
     @property
     def layout(self) -> Layout:
         return Layout(self.database, self.cluster or "", self.ttl_days)
