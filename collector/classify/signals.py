@@ -59,6 +59,9 @@ _SUCCESS_CLAIM: Final = re.compile(
 _EXPLAINED_FAILURE: Final = re.compile(
     r"\b(sorry|apologi[sz]e|unfortunately|can ?not|can't|unable to|not able to|"
     r"not possible|no longer|isn't possible|is not allowed|not eligible)\b", re.IGNORECASE)
+# A refusal naming the state the record should have been in ("must be suspended", "Non-delivered order").
+_STATE_CONDITION: Final = re.compile(r"\b(must|needs? to|has to|should) (be|have)\b|\bnon-\w+|\bstatus\b|"
+                                     r"\bnot (yet )?(\w+ed|active|open|pending|available)\b", re.IGNORECASE)
 # A check's result showing the system unhealthy although the call itself worked: failing pods, 5xx answers.
 _UNHEALTHY: Final = re.compile(
     r"\b(CrashLoopBackOff|ImagePullBackOff|ErrImagePull|OOMKilled|Unhealthy)\b|"
@@ -199,6 +202,12 @@ def explains_failure(step: Step) -> bool:
     it said when read, not just the preview)."""
     said = step.said
     return _EXPLAINED_FAILURE.search(said) is not None if said else _output_says(_EXPLAINED_FAILURE, step)
+
+
+def refused_for_state(step: Step) -> bool:
+    """A failed call refused for good for the state its record was in, which its refusal names ("must be suspended",
+    "Non-delivered order cannot be exchanged"; content capture on)."""
+    return not transient(step) and _STATE_CONDITION.search(step.result_text or step.error_message or "") is not None
 
 
 def unhealthy(step: Step) -> bool:
