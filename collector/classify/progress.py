@@ -4,7 +4,8 @@ FM-3.1, FM-3.2, FM-3.3) states its own rule in its module; this module holds wha
 
 - `Progress`, fed by each of them (`shared_progress`: one per trace, each step counted once): the last write and
   the checks after it, the errors not yet resolved, whether the model saw the last tool result, and (content
-  capture on) how the run handed over to a person;
+  capture on) how the run handed over to a person and whether it told the user a refused change could be done
+  later;
 - `final_turn`: the run's last tool call and last model call, when the run ended on its own, after the model saw
   what its tools returned; `refused`: a failed call that changed, or may have changed, something, refused for good;
 - `handover`: the handover to a person that ended the run, the reason it gave and whether that gives up or claims
@@ -21,9 +22,11 @@ from .signals import (
     asks_for_tools,
     claims_all_done,
     claims_success,
+    defers,
     explains_failure,
     gives_up,
     hands_over,
+    refused_for_state,
     same_record,
     says_nothing,
     tool_error,
@@ -34,9 +37,10 @@ from .tools import READ_ONLY, STATE_CHANGING, ToolClassifier
 
 
 class Progress(SharedState):
-    __slots__ = ("checks_after_write", "claimed", "error", "error_basis", "error_known", "explained", "failed_check",
-                 "failed_check_basis", "failures", "handed_over", "handover", "handover_said", "last_llm", "last_tool",
-                 "limit", "llm_calls", "seen", "tool_calls", "tools", "unseen_tool", "write")
+    __slots__ = ("checks_after_write", "claimed", "deferred", "deferred_by", "deferred_words", "error", "error_basis",
+                 "error_known", "explained", "failed_check", "failed_check_basis", "failures", "handed_over",
+                 "handover", "handover_said", "last_llm", "last_tool", "limit", "llm_calls", "seen", "tool_calls",
+                 "tools", "unseen_tool", "write")
 
     def __init__(self, tools: ToolClassifier) -> None:
         super().__init__()
@@ -56,6 +60,9 @@ class Progress(SharedState):
         self.failures: set[tuple[str | None, str | int | None, str | int | None]] | None = None  # None: none yet
         self.error_known = False  # the last error repeats an earlier one, other calls having come between
         self.explained: Step | None = None  # the failed call a model turn after it explained to the user
+        self.deferred: Step | None = None  # a failed change a model turn after it told the user could be done later
+        self.deferred_by: Step | None = None  # that model turn, and the words saying so
+        self.deferred_words: str | None = None
         self.failed_check: Step | None = None  # a check after the last write that failed, not since passed
         self.failed_check_basis: str | None = None
         self.unseen_tool = False  # a tool result arrived after the last model call, which asked for it
@@ -81,6 +88,9 @@ class Progress(SharedState):
             if error is not None and error is self.last_tool and self.explained is not error and \
                     explains_failure(step):
                 self.explained = error
+            if error is not None and self.deferred is not error and (words := defers(step)) is not None and \
+                    refused(self, error) and refused_for_state(error):
+                self.deferred, self.deferred_by, self.deferred_words = error, step, words
         elif step.kind is TOOL:
             self._tool(step)
 

@@ -21,7 +21,7 @@ from typing import Final
 
 from ..model.steps import LLM, TOOL, Step
 from .detector import Detector, SharedState, shared
-from .signals import RECORD_ID, denies_on_record, says_success, tool_error, transient
+from .signals import RECORD_ID, denies_on_record, refused_for_state, says_success, tool_error
 from .tools import STATE_CHANGING, ToolClassifier
 
 MAX_RECORDS: Final = 64
@@ -36,9 +36,6 @@ _PHONE: Final = re.compile(r"(?<![\w.-])(?:\+?\d{1,3}[ .-]?)?\(?\d{3}\)?[ .-]?\d
 _EMAIL: Final = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _NOT_DIGIT: Final = re.compile(r"\D")
 _FIGURE: Final = re.compile(r"\d(?<![\w.]\d)\d*\.\d+(?![\w.]*\d)")  # 3.2, 15.1, 65.00: a measured or charged figure
-# A refusal naming the state the record should have been in ("must be suspended", "Non-delivered order").
-_STATE_CONDITION: Final = re.compile(r"\b(must|needs? to|has to|should) (be|have)\b|\bnon-\w+|\bstatus\b|"
-                                     r"\bnot (yet )?(\w+ed|active|open|pending|available)\b", re.IGNORECASE)
 
 
 def contact_key(value: str) -> str:
@@ -268,7 +265,7 @@ class Records(SharedState):
                 self.wrong_write = (record, step)
             return True
         if writes and self.write_refused is None and record.status is not None and tool_error(step) is not None and \
-                not transient(step) and _STATE_CONDITION.search(step.result_text or step.error_message or ""):
+                refused_for_state(step):
             self.write_refused = (record, step)
         return False
 

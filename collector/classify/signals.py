@@ -59,6 +59,17 @@ _SUCCESS_CLAIM: Final = re.compile(
 _EXPLAINED_FAILURE: Final = re.compile(
     r"\b(sorry|apologi[sz]e|unfortunately|can ?not|can't|unable to|not able to|"
     r"not possible|no longer|isn't possible|is not allowed|not eligible)\b", re.IGNORECASE)
+# A model telling the user a change can be done later: once a state is reached, it (or the user) can do it then
+# ("Once your order is delivered, just let me know and we can process the exchange"; "we'll need to wait until").
+_DEFERS: Final = re.compile(
+    r"\b(?:once|when|after|as soon as)\b[^.?!\n]{1,80}?\b(?:is|are|has been|have been|gets?|becomes?)\b"
+    r"[^.?!\n]{0,40}?,[^.?!\n]{0,50}?\b(?:we|I)(?:['\u2019]ll| will| can| could)\b|"
+    r"\b(?:once|when|after|as soon as)\b[^.?!\n]{1,80}?,\s*you (?:can|could|will be able to) (?:then )?"
+    r"(?:request|ask|try|submit|place|process|reach out|contact)\b|"
+    r"\b(?:need|have|has) to wait (?:until|for)\b|\btry again later\b", re.IGNORECASE)
+# A refusal naming the state the record should have been in ("must be suspended", "Non-delivered order").
+_STATE_CONDITION: Final = re.compile(r"\b(must|needs? to|has to|should) (be|have)\b|\bnon-\w+|\bstatus\b|"
+                                     r"\bnot (yet )?(\w+ed|active|open|pending|available)\b", re.IGNORECASE)
 # A check's result showing the system unhealthy although the call itself worked: failing pods, 5xx answers.
 _UNHEALTHY: Final = re.compile(
     r"\b(CrashLoopBackOff|ImagePullBackOff|ErrImagePull|OOMKilled|Unhealthy)\b|"
@@ -199,6 +210,20 @@ def explains_failure(step: Step) -> bool:
     it said when read, not just the preview)."""
     said = step.said
     return _EXPLAINED_FAILURE.search(said) is not None if said else _output_says(_EXPLAINED_FAILURE, step)
+
+
+def refused_for_state(step: Step) -> bool:
+    """A failed call refused for good for the state its record was in, which its refusal names ("must be suspended",
+    "Non-delivered order cannot be exchanged"; content capture on)."""
+    return not transient(step) and _STATE_CONDITION.search(step.result_text or step.error_message or "") is not None
+
+
+def defers(step: Step) -> str | None:
+    """Model output telling the user a change can be done later, once some state is reached (content capture on;
+    all it said when read, not just the preview): the words that say so, or None."""
+    text = step.said or step.output_preview
+    match = _DEFERS.search(text) if text else None
+    return None if match is None else match.group(0)
 
 
 def unhealthy(step: Step) -> bool:

@@ -1,5 +1,6 @@
 """FM-3.3 Incorrect verification: success claimed after a failure, a failed check or a refused change, or in a
-handover; a reported failure and a claim that holds are not."""
+handover; a refused change told to be possible later; a reported failure, a claim that holds and a deferral with
+nothing refused are not."""
 
 from __future__ import annotations
 
@@ -61,6 +62,23 @@ def generate(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str
     r.answer("I'm sorry, the payment method was declined, so the change could not be made.")
     r.user("OK, I will update my card and come back.")
     yield r.name, set(), r.answer("Thank you! Once your card is updated, the change can be completed successfully.")
+    refusal = "error: the record must be closed for this change"
+    r = Run(f"{tag}-defers-refused-change")  # tried, refused for good: "later" is a rule of its own making
+    r.call(read, rargs, {"id": 1}).call(write, wargs, refusal, error="StateError")
+    r.answer("I'm sorry, the record isn't ready for this change yet. We'll need to wait until it is processed.")
+    r.user("Oh well, thanks. That's all then.")
+    yield r.name, {"FM-3.3"}, r.answer("You're welcome! Once it is processed, just let me know and we can make the "
+                                       "change then. Have a great day!")
+    r = Run(f"{tag}-defers-refused-change-then-makes-it")  # deferred, then the state is reached and the change made
+    r.call(read, rargs, {"id": 1}).call(write, wargs, refusal, error="StateError")
+    r.answer("I'm sorry, the record isn't ready for this change yet. We'll need to wait until it is processed.")
+    r.user("It has just been processed, can you try again?")
+    r.call(write, wargs, {"id": 1, "status": "changed"})
+    yield r.name, set(), r.answer("The change is made on the record. Anything else?")
+    r = Run(f"{tag}-defers-without-trying")  # the state read said it cannot be done yet: told, nothing refused
+    r.call(read, rargs, {"id": 1, "status": "processing"})
+    yield r.name, set(), r.answer("The record is still processing. Once it is processed, just let me know and we can "
+                                  "make the change then.")
     line = {"line_id": "L-1", "phone_number": "555-010-2001", "data_used_gb": 3.2}
     r = Run(f"{tag}-tells-figure-of-someone-elses-record")  # told right after the lookup, never called on after
     r.user("Hi, my number is 555-010-2002.").call("get_line_details", {"id": "L-1"}, line)

@@ -1,7 +1,7 @@
 """FM-3.3 Incorrect verification: the run declared its work done while its own evidence says otherwise.
 
-Looks for: a success claim after a failed call, a failed check or a refused change; a handover claiming every step
-  was done
+Looks for: a success claim after a failed call, a failed check or a refused change; a refused change told to be
+  possible later; a handover claiming every step was done
 Basis: content; structure for a failed last check
 Content capture: yes (without it: only a run that ended right after the check of its last change failed)
 
@@ -13,6 +13,12 @@ Judged when the trace is complete:
 - a final answer claiming success while a change refused for good was never redone, nor done another way on the
   same record, nor explained to the user (a migration failed, the deploy that needs it went on, "released";
   content);
+- a run that ended, without handing over, after telling the user that a change refused for the state its record
+  was in (the refusal names it: "must be suspended", "Non-delivered order cannot be exchanged"; not transiently)
+  could be done later ("once your order is delivered, just let me know and we can process the exchange"), the change
+  never redone nor done another way on the same record: the agent tried it, so it read the rules as allowing it now,
+  and the "later" is its own reading of the refusal (content). Not a refusal for a cause the user can remove (an
+  expired card: "once your card is updated, I'll complete it");
 - a handover to a person claiming every step was done while the problem was still there, naming no cause the agent
   could not remove (a locked SIM, an expired contract; content);
 - success claimed after a change made to a record whose phone or email is not the one the user gave, or a figure
@@ -29,7 +35,7 @@ from ...model.steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..progress import Ending, Progress, final_turn, handover, refused, shared_progress
 from ..records import Records, shared_records
-from ..signals import CONTENT, STRUCTURE, explains_failure
+from ..signals import CONTENT, STRUCTURE, explains_failure, hands_over
 
 
 class IncorrectVerification(Detector):
@@ -49,7 +55,7 @@ class IncorrectVerification(Detector):
 
     def finish(self) -> Finding | None:
         p = self.progress
-        end = false_claim(p) or handed_over_as_done(p)
+        end = false_claim(p) or handed_over_as_done(p) or deferred_refusal(p)
         if end is not None:
             return end.finding(self.code)
         return self._on_someone_elses_record(self.records)
@@ -104,3 +110,17 @@ def handed_over_as_done(p: Progress) -> Ending | None:
         return None
     return Ending(0.7, CONTENT, h.evidence, f"handed over with {h.step.tool} claiming every step was done while the "
                   "problem was still there", quote=h.claimed_done)
+
+
+def deferred_refusal(p: Progress) -> Ending | None:
+    """The run ended, without handing over, after telling the user that a change refused for the state its record was
+    in could be done later, the change never redone nor done another way on the same record."""
+    turn = final_turn(p)
+    error, said = p.error, p.deferred_by
+    if turn is None or error is None or p.deferred is not error or said is None or hands_over(turn[0].tool):
+        return None
+    llm = turn[1]
+    evidence = [error, said] if said is llm else [error, said, llm]
+    return Ending(0.65, CONTENT, evidence, f"told the user the change {error.tool} refused for its record's state "
+                  "could be done later, and ended without redoing it, doing it another way or handing over",
+                  quote=p.deferred_words)
