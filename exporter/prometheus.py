@@ -21,6 +21,7 @@ from prometheus_client.exposition import choose_encoder, gzip_accepted
 from pydantic import BaseModel, ConfigDict, Field
 
 from mastwatch import __version__
+from mastwatch.collector.durations import Duration
 from mastwatch.collector.http_serving import LoopServer
 from mastwatch.collector.model.judgement import Judgement
 from mastwatch.collector.model.modes import MODES
@@ -46,6 +47,9 @@ class PrometheusExporterConfig(BaseModel):
                             "with their span-derived labels `other` (one such set per value of the other labels)")
     signature_min_runs: int = Field(3, ge=1, description="a failure signature counts in "
                                     "mast_new_failure_signatures_total once it has shown in this many runs")
+    signature_refresh: Duration = Field(60.0, ge=0, description="how often the runs of each failure signature are "
+                                        "read from the store, every replica's (0: never; each replica counts what "
+                                        "it sees)")
     tls: TLSConfig | None = Field(None, description="serve /metrics over HTTPS (configtls)")
     auth: AuthConfig | None = Field(None, description="require `Authorization: Bearer <token>` (bearertokenauth)")
 

@@ -1,13 +1,18 @@
 """mast_new_failure_signatures_total: failure signatures (see `collector.signature`) new to this deployment, counted
 once they recur in `min_runs` runs, per service, agent and failure mode. The signature itself is no label (its
 values are unbounded); `mastwatch top signatures` and the dashboards' signature table name them. What this instance
-has seen is seeded from the store at start, so a restart does not make every known signature new again; replicas
-each count what they see (their store, shared, seeds them alike)."""
+has seen is seeded from the store at start, so a restart does not make every known signature new again, and read
+from it again every `signature_refresh` (`refresh`): the runs of a signature then count those every replica
+writing to the store saw, so one that recurs spread over replicas is counted too. A signature that reaches
+`min_runs` is counted by each replica that learns it (at least once in all: alert on an increase, count them in
+the store)."""
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -15,9 +20,11 @@ from mastwatch.collector.model.modes import MODES
 from mastwatch.collector.model.published import Increment
 from mastwatch.collector.model.verdict import Verdict
 from mastwatch.collector.signature import signature
+from mastwatch.collector.threads import name_os_thread
 
 from .totals import LabelLimiter
 
+log = logging.getLogger(__name__)
 MEMORY = 100_000  # signatures remembered; the least recently seen are forgotten past it
 
 
@@ -26,16 +33,39 @@ class NewSignatures:
 
     def __init__(self, registry: CollectorRegistry, limit: LabelLimiter, min_runs: int,
                  known: Iterable[tuple[str, int]] = ()) -> None:
+        """`known`: (signature, runs) pairs, the most recently seen last (a store's `known_signatures`)."""
         self.min_runs, self.limit = min_runs, limit
         self.counter = Counter("mast_new_failure_signatures", "Failure signatures new to this deployment, counted "
                                "when they reach min_runs runs", ["service", "agent", "failure_mode", "category"],
                                registry=registry)
-        self._runs: OrderedDict[str, int] = OrderedDict((s, n) for s, n in known)
+        self._runs: OrderedDict[str, int] = OrderedDict((k[0], k[1]) for k in known)
+        self._lock = threading.Lock()  # verdicts come on the processor's thread, the store's runs on another
+
+    def learn(self, known: Iterable[tuple[str, int, str, str, str]]) -> None:
+        """The runs the store counts per signature (signature, runs, service, agent, failure mode), every replica's:
+        a signature they take to `min_runs` is counted now."""
+        with self._lock:
+            runs = self._runs
+            for key, stored, service, agent, code in known:
+                seen = runs.get(key, 0)
+                if stored <= seen:
+                    continue
+                runs[key] = stored
+                runs.move_to_end(key)
+                if seen < self.min_runs <= stored and code in MODES:
+                    self.counter.labels(self.limit("service", service), self.limit("agent", agent), code,
+                                        MODES[code].category).inc()
+            while len(runs) > MEMORY:
+                runs.popitem(last=False)
 
     def export_increments(self, increments: list[Increment]) -> None:
         pass
 
     def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment]) -> None:
+        with self._lock:
+            self._count(verdicts)
+
+    def _count(self, verdicts: list[Verdict]) -> None:
         runs, limit = self._runs, self.limit
         for verdict in verdicts:
             for code, finding in verdict.findings.items():
@@ -52,3 +82,29 @@ class NewSignatures:
 
     def shutdown(self) -> None:
         pass
+
+
+class SignatureRefresh:
+    """Reads the store's signatures into `NewSignatures` every `interval` seconds, on a thread of its own."""
+
+    def __init__(self, signatures: NewSignatures, read: Callable[[], Iterable[tuple[str, int, str, str, str]]],
+                 interval: float) -> None:
+        self.signatures, self.read, self.interval = signatures, read, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mastwatch-signatures", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        name_os_thread()
+        while not self._stop.wait(self.interval):
+            try:
+                self.signatures.learn(self.read())
+            except Exception:  # the next round tries again; counting from this replica's own runs goes on
+                log.exception("reading the store's failure signatures failed")
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)

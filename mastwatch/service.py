@@ -17,7 +17,7 @@ from mastwatch.exporter import recent
 from mastwatch.exporter.evaluations import EvaluationEventsExporter
 from mastwatch.exporter.prometheus import JudgeMetrics, PrometheusExporter
 from mastwatch.exporter.recent import RecentFindings
-from mastwatch.exporter.signatures import NewSignatures
+from mastwatch.exporter.signatures import NewSignatures, SignatureRefresh
 from mastwatch.exporter.store import StoreExporter
 from mastwatch.exporter.webhook import WebhookNotifier
 
@@ -49,9 +49,13 @@ class Service:
                                            config.exporters.store.steps, config.dashboards.trace_url) \
             if self.store is not None else None
         exporters: list[Exporter] = [self.prometheus] + ([self.store] if self.store else [])
-        exporters.append(NewSignatures(self.prometheus.registry, self.prometheus.limit,
+        new_signatures = NewSignatures(self.prometheus.registry, self.prometheus.limit,
                                        config.exporters.prometheus.signature_min_runs,
-                                       self.store.known_signatures() if self.store else ()))
+                                       self.store.known_signatures() if self.store else ())
+        exporters.append(new_signatures)
+        refresh = config.exporters.prometheus.signature_refresh
+        self.signature_refresh = SignatureRefresh(new_signatures, self.store.known_signatures, refresh) \
+            if self.store is not None and refresh > 0 else None
         if config.exporters.evaluations.enabled:
             exporters.append(EvaluationEventsExporter(config.exporters.evaluations))
         self.judge = None
@@ -98,6 +102,8 @@ class Service:
         if self.judge:
             self.judge.start()
         self.processor.start()
+        if self.signature_refresh:
+            self.signature_refresh.start()
         if self.grpc:
             self.grpc.start()
         if self.http:
@@ -116,6 +122,8 @@ class Service:
             self.grpc.stop()
         if self.http:
             self.http.stop()
+        if self.signature_refresh:
+            self.signature_refresh.stop()
         self.processor.shutdown()
         if self.webhooks:
             self.webhooks.shutdown()

@@ -9,6 +9,7 @@ import random
 import struct
 import subprocess
 import sys
+import time
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -16,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from mastwatch.collector.model.steps import Finding
 from mastwatch.collector.processor import NO_INCREMENT
 from mastwatch.collector.signature import mask, signature
-from mastwatch.exporter.signatures import NewSignatures
+from mastwatch.exporter.signatures import NewSignatures, SignatureRefresh
 from mastwatch.exporter.store import StoreConfig, StoreExporter, records
 from mastwatch.exporter.store.queue import DurableQueue
 from mastwatch.exporter.store.schema import FINDINGS, FINDINGS_V4_WIDTH, MIGRATIONS, TABLES, Layout
@@ -103,7 +104,7 @@ def test_the_store_keeps_each_signature_across_restarts(tmp_path) -> None:
         store.export_verdicts([make_verdict(trace=4)], [NO_INCREMENT])
         assert store.flush()
         again = _signatures(store)
-        assert dict(store.known_signatures())[again[0]["signature"]] == 4
+        assert {k.signature: k.runs for k in store.known_signatures()}[again[0]["signature"]] == 4
     finally:
         store.shutdown()
     assert [(r["signature"], r["runs"], r["first"]) for r in again] == \
@@ -175,6 +176,41 @@ def test_a_new_signature_is_counted_once_it_recurs_and_known_ones_never() -> Non
     for _ in range(3):
         counter.export_verdicts([judged], [NO_INCREMENT])
     assert counted("FM-3.3") == 0
+
+
+def test_a_signature_recurring_over_replicas_is_counted_from_the_store(tmp_path) -> None:
+    """Two replicas writing to one store each see a loop twice: neither reaches 3 runs alone; read back from the
+    store (every `signature_refresh`), the four runs make it new on both, once each."""
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
+    try:
+        verdicts = [make_verdict(trace=t) for t in range(4)]
+        replicas = [(CollectorRegistry(), verdicts[:2]), (CollectorRegistry(), verdicts[2:])]
+        counters = [NewSignatures(registry, LabelLimiter(200, lambda label: None), 3, store.known_signatures())
+                    for registry, _ in replicas]
+        for counter, (_, seen) in zip(counters, replicas, strict=True):
+            counter.export_verdicts(seen, [NO_INCREMENT] * 2)
+            store.export_verdicts(seen, [NO_INCREMENT] * 2)
+        assert store.flush()
+
+        def counted(registry: CollectorRegistry) -> float:
+            return registry.get_sample_value("mast_new_failure_signatures_total", {
+                "service": "svc", "agent": "agent 'x'", "failure_mode": "FM-1.3", "category": "FC1"}) or 0.0
+
+        assert [counted(r) for r, _ in replicas] == [0, 0]
+        refreshes = [SignatureRefresh(counter, store.known_signatures, 0.05) for counter in counters]
+        for refresh in refreshes:
+            refresh.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(counted(r) == 0 for r, _ in replicas):
+            time.sleep(0.05)
+        time.sleep(0.3)  # more refreshes: the signature is counted once per replica, not once per refresh
+        for refresh in refreshes:
+            refresh.stop()
+        assert [counted(r) for r, _ in replicas] == [1, 1]
+        counters[0].export_verdicts([make_verdict(trace=9)], [NO_INCREMENT])  # a fifth run: already counted
+        assert counted(replicas[0][0]) == 1
+    finally:
+        store.shutdown()
 
 
 def test_top_signatures_lists_and_filters_new_ones(tmp_path) -> None:

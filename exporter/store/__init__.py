@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Collection
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -107,6 +107,16 @@ def redactor(path: str) -> Callable[[str], str]:
     if not callable(function):
         raise ValueError(f"redact {path!r} is not a function")
     return function
+
+
+class KnownSignature(NamedTuple):
+    """A failure signature as the store holds it: its runs so far, on every replica, and whose it is."""
+
+    signature: str
+    runs: int
+    service: str
+    agent: str
+    failure_mode: str
 
 
 class StoreTelemetry(Protocol):
@@ -266,17 +276,19 @@ class StoreExporter:
     def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         return self.engine.query(sql, params)
 
-    def known_signatures(self, limit: int = 100_000) -> list[tuple[str, int]]:
-        """The failure signatures the store holds and their runs, the most recently seen last ([] when the store
-        cannot answer)."""
+    def known_signatures(self, limit: int = 100_000) -> list[KnownSignature]:
+        """The failure signatures the store holds, with their runs across every replica writing to it, the most
+        recently seen last ([] when the store cannot answer)."""
         try:
-            rows = self.engine.query(f"SELECT signature, toUInt64(uniqMerge(runs)) AS runs FROM "
+            rows = self.engine.query(f"SELECT signature, toUInt64(uniqMerge(runs)) AS runs, any(service) AS service, "
+                                     f"any(agent) AS agent, any(failure_mode) AS failure_mode FROM "
                                      f"{self.table('mast_signatures')} GROUP BY signature ORDER BY max(last_seen) "
                                      f"DESC LIMIT {int(limit)}")
         except Exception as e:
-            log.warning("store: cannot read the known failure signatures (%s); all count as new", e)
+            log.warning("store: cannot read the known failure signatures (%s)", e)
             return []
-        return [(row["signature"], int(row["runs"])) for row in reversed(rows)]
+        return [KnownSignature(row["signature"], int(row["runs"]), row["service"], row["agent"], row["failure_mode"])
+                for row in reversed(rows)]
 
     def holding(self, trace_ids: Collection[bytes], timeout: float = 10.0) -> set[bytes] | None:
         """Which of these traces have rows, once the rows queued now (those a stopped process left among them) are
