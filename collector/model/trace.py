@@ -41,7 +41,8 @@ class Trace:
         self.llm_steps: list[Step] = []  # in end order
         self.root: Step | None = None
         self.in_order = True  # model, tool and agent steps arrived in `order_key` order
-        self._last_key: tuple[int, int, bytes] | None = None
+        self._last_first, self._last_end, self._last_id = 0, 0, b""  # `order_key` of the last of them
+        self._ordered_any = False  # a model, tool or agent step arrived
         self.tool_calls = 0
         self.started_ns = 0  # earliest start and latest end of any step
         self.ended_ns = 0
@@ -60,18 +61,20 @@ class Trace:
         steps.append(step)
         kind = step.kind
         if kind is LLM or kind is TOOL or kind is AGENT:
-            key = order_key(step)
-            last = self._last_key
-            if last is not None and key < last:
+            # `order_key` compared field by field: a key tuple per step costs more than the rest of `add`
+            first = step.end_ns if kind is AGENT else step.start_ns
+            end, span_id = step.end_ns, step.span_id
+            if self._ordered_any and _before(first, end, span_id, self._last_first, self._last_end, self._last_id):
                 self.in_order = False
-            self._last_key = key
+            self._last_first, self._last_end, self._last_id = first, end, span_id
+            self._ordered_any = True
             if kind is TOOL:
                 self.tool_calls += 1
         if kind is LLM:
             llm_steps = self.llm_steps
-            if llm_steps and _end_key(step) < _end_key(llm_steps[-1]):
+            if llm_steps and _ends_before(step, llm_steps[-1]):
                 i = ended_by(llm_steps, step.end_ns - 1)  # the first that ended at or after it
-                while i < len(llm_steps) and _end_key(llm_steps[i]) < _end_key(step):
+                while i < len(llm_steps) and _ends_before(llm_steps[i], step):
                     i += 1
                 llm_steps.insert(i, step)
             else:
@@ -104,6 +107,15 @@ def order_key(step: Step) -> tuple[int, int, bytes]:
     return (step.end_ns if step.kind is AGENT else step.start_ns, step.end_ns, step.span_id)
 
 
-def _end_key(step: Step) -> tuple[int, int, bytes]:
+def _before(first: int, end: int, span_id: bytes, other_first: int, other_end: int, other_id: bytes) -> bool:
+    """(first, end, span_id) < (other_first, other_end, other_id)."""
+    if first != other_first:
+        return first < other_first
+    if end != other_end:
+        return end < other_end
+    return span_id < other_id
+
+
+def _ends_before(step: Step, other: Step) -> bool:
     """The order of `Trace.llm_steps`: by end, ties by start, then span id (never by arrival)."""
-    return (step.end_ns, step.start_ns, step.span_id)
+    return _before(step.end_ns, step.start_ns, step.span_id, other.end_ns, other.start_ns, other.span_id)
