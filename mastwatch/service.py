@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import os
@@ -54,8 +55,13 @@ class Service:
                                        self.store.known_signatures() if self.store else ())
         exporters.append(new_signatures)
         refresh = config.exporters.prometheus.signature_refresh
-        self.signature_refresh = SignatureRefresh(new_signatures, self.store.known_signatures, refresh) \
-            if self.store is not None and refresh > 0 else None
+        self.signature_refresh = None
+        if self.store is not None and refresh > 0:
+            # a run's rows land at most its trace's age limit, the quiet time and a flush after it started: a
+            # signature seen longer ago than that and two refreshes has no run the last read did not count
+            window = 2 * refresh + config.processor.max_trace_age + config.processor.decision_wait + 60
+            self.signature_refresh = SignatureRefresh(
+                new_signatures, functools.partial(self.store.known_signatures, seen_within=window), refresh)
         if config.exporters.evaluations.enabled:
             exporters.append(EvaluationEventsExporter(config.exporters.evaluations))
         self.judge = None

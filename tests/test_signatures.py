@@ -213,6 +213,19 @@ def test_a_signature_recurring_over_replicas_is_counted_from_the_store(tmp_path)
         store.shutdown()
 
 
+def test_the_refresh_reads_only_signatures_seen_lately(tmp_path) -> None:
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
+    try:
+        now_ns = time.time_ns()
+        store.export_verdicts([make_verdict(trace=1), make_verdict(trace=2, started_ns=now_ns, modes=("FM-3.3",))],
+                              [NO_INCREMENT] * 2)
+        assert store.flush()
+        assert [k.failure_mode for k in store.known_signatures()] == ["FM-1.3", "FM-3.3"]
+        assert [k.failure_mode for k in store.known_signatures(seen_within=3600)] == ["FM-3.3"]
+    finally:
+        store.shutdown()
+
+
 def test_top_signatures_lists_and_filters_new_ones(tmp_path) -> None:
     store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
     try:

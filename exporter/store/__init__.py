@@ -276,14 +276,17 @@ class StoreExporter:
     def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         return self.engine.query(sql, params)
 
-    def known_signatures(self, limit: int = 100_000) -> list[KnownSignature]:
+    def known_signatures(self, limit: int = 100_000, seen_within: float | None = None) -> list[KnownSignature]:
         """The failure signatures the store holds, with their runs across every replica writing to it, the most
-        recently seen last ([] when the store cannot answer)."""
+        recently seen last ([] when the store cannot answer); with `seen_within`, only those whose latest run
+        started within that many seconds (those whose runs can have changed since a read that long ago)."""
+        recent = f" HAVING max(last_seen) >= now64(9) - toIntervalMillisecond({int(seen_within * 1000)})" \
+            if seen_within is not None else ""
         try:
             rows = self.engine.query(f"SELECT signature, toUInt64(uniqMerge(runs)) AS runs, any(service) AS service, "
                                      f"any(agent) AS agent, any(failure_mode) AS failure_mode FROM "
-                                     f"{self.table('mast_signatures')} GROUP BY signature ORDER BY max(last_seen) "
-                                     f"DESC LIMIT {int(limit)}")
+                                     f"{self.table('mast_signatures')} GROUP BY signature{recent} "
+                                     f"ORDER BY max(last_seen) DESC LIMIT {int(limit)}")
         except Exception as e:
             log.warning("store: cannot read the known failure signatures (%s)", e)
             return []
