@@ -155,7 +155,7 @@ def cmd_eval(args: argparse.Namespace, config: Config) -> int:
         if args.corpus in ("outcomes", "all"):
             runs = outcome_runs(labels, content)
             found, not_assessed = classify(runs, config.processor)
-            report = outcome_report(runs, found)
+            report = outcome_report(runs, found, ("dev", "test", "all") if args.split == "all" else parts)
             out["outcomes"] = report
             tables.append(format_outcomes("runs with a recorded outcome: failed-run prediction (a run predicted "
                                           "failed when the classifier finds the mode; failed = reward < 1), "
@@ -353,7 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
                             help="outcomes: runs with a recorded outcome (failed-run prediction, and per mode "
                             "against their labels); real, blind: labelled runs; scenarios: generated runs")
     evaluation.add_argument("--split", choices=["dev", "test", "all"], default="all",
-                            help="part of the real and blind corpora (default: both, reported apart)")
+                            help="part of the outcomes (by task), real and blind corpora (default: both, reported "
+                            "apart, and the outcomes over all runs)")
     evaluation.add_argument("--content", choices=["on", "off"], default="on",
                             help="off: strip message content, tool arguments and results first")
     evaluation.add_argument("--labels", default="tests/data/labels",

@@ -457,14 +457,16 @@ def _outcome_scores(runs: Sequence[OutcomeRun], found: dict[str, set[str]]) -> d
     return scores
 
 
-def outcome_report(runs: Sequence[OutcomeRun], found: dict[str, set[str]]) -> dict[str, Any]:
-    """Per part (dev, test, all) and group (all runs, each domain, each agent): runs, failed runs, and
-    precision, recall, F1 and MCC of each predictor; and how often each mode is found in failed and passed runs."""
+def outcome_report(runs: Sequence[OutcomeRun], found: dict[str, set[str]],
+                   parts: Sequence[str] = ("dev", "test", "all")) -> dict[str, Any]:
+    """Per part (dev, test, all; only those of `parts`) and group (all runs, each domain, each agent): runs, failed
+    runs, and precision, recall, F1 and MCC of each predictor; and how often each mode is found in failed and passed
+    runs."""
     def r(x: float | None) -> float | None:
         return None if x is None else round(x, 3)
 
     out: dict[str, Any] = {}
-    for part in ("dev", "test", "all"):
+    for part in parts:
         chosen = [run for run in runs if part in ("all", run.split)]
         groups = {"all": chosen}
         for key in ("domain", "agent"):

@@ -156,6 +156,7 @@ def test_outcomes_failed_runs_predicted_by_fc3_on_the_test_part() -> None:
     assert len(runs) == 278 and sum(r.failed for r in runs) == 83
     found, _ = classify(runs)
     test = outcome_report(runs, found)["test"]
+    assert set(outcome_report(runs, found, ("dev",))) == {"dev"}  # eval --split dev: no figure of the test part
     fc3 = test["all"]["FC3"]
     assert fc3["precision"] >= 0.7 and fc3["mcc"] >= 0.4, fc3
     for predictor in PREDICTORS:
