@@ -31,6 +31,11 @@ def generate(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str
     r.call("get_record_details", {"id": "A-2"}, record)
     r.call("resume_record", {"id": "A-2"}, "Error: record must be suspended to resume", error="ToolError")
     yield r.name, {"FM-2.5"}, r.answer("I'm sorry, the record cannot be resumed: it is not suspended.")
+    r = Run(f"{tag}-change-refused-for-another-cause")  # the refusal names no state the record was in
+    r.call("get_record_details", {"id": "A-2"}, record)
+    r.call("refund_record", {"id": "A-2", "method": "card-9"},
+           "Error: payment method should be the original payment method", error="ToolError")
+    yield r.name, set(), r.answer("I'm sorry, the refund can only go to the original payment method.")
     r = Run(f"{tag}-refused-then-done-another-way")  # the same order changed with the tool that applies
     r.call("exchange_order_items", {"order_id": "#A-100", "item": "blue"}, "Error: the order is not delivered",
            error="ToolError")
