@@ -326,7 +326,7 @@ class Records(SharedState):
         taken for the user's: not when the run had read the user's own record of its kind (then it chose the other
         one)."""
         user = self._who() if record.contacts else None
-        if others(record.contacts, user):
+        if user and others(record.contacts, user):
             if self._owns_kind(record, user) or (linked and not self._only_theirs(record, step, user)):
                 return False
             if not record.foreign:
@@ -402,8 +402,7 @@ class Records(SharedState):
             sides = []
             for r in (self.records or {}).values():
                 kind = r.kind
-                if r.status and kind and others(r.contacts, user) and \
-                        not self._owns_kind(r, user):
+                if user and r.status and kind and others(r.contacts, user) and not self._owns_kind(r, user):
                     sides.append((r, re.compile(
                         rf"\b{re.escape(kind)}\b[^.?!\n]{{0,30}}?\b(?:is|are|appears?|shows?|remains?|looks?|seems?)"
                         rf"\s+(?:to be\s+|as\s+)?(?:currently\s+|now\s+|still\s+)?{re.escape(r.status)}\b",
