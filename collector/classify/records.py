@@ -32,6 +32,7 @@ MAX_RECORDS: Final = 64
 MAX_LISTINGS: Final = 8
 MAX_LISTED: Final = 32  # ids kept per listing
 MAX_LINKS: Final = 8  # ids kept of the records a record names
+MAX_STRANGERS: Final = 8  # records kept whose contacts were not the user's, with the records they name
 # A JSON array of two or more strings: a listing of records when its items look like ids (a digit, no space).
 _LISTING: Final = re.compile(r'\[\s*"[^"\\\s]{2,64}"(?:\s*,\s*"[^"\\\s]{2,64}")+\s*\]')
 _LISTED_ID: Final = re.compile(r'"[^"\\\s]*\d[^"\\\s]*"')  # quoted, as arguments name it
@@ -213,10 +214,11 @@ class Records(SharedState):
                 user = self._who()
                 if not user or others(contacts, user):
                     self.contacted = True
-                    record.links = self._links(record, text, args or "")
                     if self.strangers is None:
                         self.strangers = []
-                    self.strangers.append(record)
+                    if len(self.strangers) < MAX_STRANGERS:  # each is looked for in every later call's arguments
+                        record.links = self._links(record, text, args or "")
+                        self.strangers.append(record)
             records[record_id] = record
             self.sides = self.recorded = self.state_sides = None
         elif about_foreign:
