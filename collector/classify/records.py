@@ -1,13 +1,17 @@
 """What a run's tool results said about the records it looked up, and who the user said they are (content
 capture on). Shared by the detectors that judge whether the agent acted on what it was shown (FM-2.5, FM-3.3).
 
-A tool result holding one record (a JSON object) is read at its start: its id (the first `*_id` or `id` key),
-its contact values (keys naming a phone or an email) and its `status`. Who the user is: the phone numbers and
-emails in what the user said, and in the arguments of lookups (an agent finds the user by them). A record
-whose contact values are all other than the user's is someone else's: a later call on it acts on the wrong
-record, and a figure only it holds, told to the user, is told of the wrong record (whether or not the run called on
-it after the lookup). A change refused for the state a looked-up record showed (its `status`) ignored what the run
-had seen.
+A tool result holding one record (a JSON object) is read at its start: its id (the first `*_id` or `id` key, whose
+name says the record's kind: `line_id`), its contact values (keys naming a phone or an email) and its `status`. Who
+the user is: the phone numbers and emails in what the user said, and the phone or email arguments of lookups (an
+agent finds the user by them), less those a lookup by them found nobody with (mistyped, not on file). A record
+whose contact values are all other than the user's, the user having given one of their kind, is someone else's: a
+later call on it, or on a record only it names (its device, its plan), acts on the wrong record, and a figure only
+it holds, or its status told as that of the user's record of its kind ("your line appears active"), is told of the
+wrong record (whether or not the run called on it after the lookup). Not when the run had read the user's own record
+of that kind before: it then chose the other record, it did not take it for the user's. A change refused for the
+state a looked-up record showed (its `status`; the refusal names a state) misjudged the record; it ignored what the
+run had seen unless the next change was the same record's, made another way and not refused for its state.
 A tool result listing ids (a JSON array of them: a user's orders) whose ids the run then passes to its calls is a
 listing of records; telling the user something is not among their records while some listed record was never
 opened concluded without looking (FM-3.2).
@@ -27,6 +31,8 @@ from .tools import STATE_CHANGING, ToolClassifier
 MAX_RECORDS: Final = 64
 MAX_LISTINGS: Final = 8
 MAX_LISTED: Final = 32  # ids kept per listing
+MAX_LINKS: Final = 8  # ids kept of the records a record names
+MAX_STRANGERS: Final = 8  # records kept whose contacts were not the user's, with the records they name
 # A JSON array of two or more strings: a listing of records when its items look like ids (a digit, no space).
 _LISTING: Final = re.compile(r'\[\s*"[^"\\\s]{2,64}"(?:\s*,\s*"[^"\\\s]{2,64}")+\s*\]')
 _LISTED_ID: Final = re.compile(r'"[^"\\\s]*\d[^"\\\s]*"')  # quoted, as arguments name it
@@ -51,14 +57,35 @@ def _contacts(text: str) -> list[str]:
     return [contact_key(v) for v in _PHONE.findall(text)] + emails
 
 
-class Record:
-    __slots__ = ("_figures", "contacts", "foreign", "id", "quoted", "status", "step")
+def others(contacts: set[str], user: set[str] | None) -> bool:
+    """Whether a record's contacts are someone else's: none is the user's, and the user gave one of their kind (a
+    phone number, an email)."""
+    if not user or not contacts or not contacts.isdisjoint(user):
+        return False
+    phones = emails = False
+    for c in contacts:
+        if "@" in c:
+            emails = True
+        else:
+            phones = True
+    return any(emails if "@" in u else phones for u in user)
 
-    def __init__(self, step: Step, record_id: str, contacts: set[str], status: str | None) -> None:
-        self.step, self.id, self.contacts, self.status = step, record_id, contacts, status
+
+class Record:
+    __slots__ = ("_figures", "contacts", "foreign", "id", "key", "links", "quoted", "status", "step")
+
+    def __init__(self, step: Step, key: str, record_id: str, contacts: set[str], status: str | None) -> None:
+        self.step, self.key, self.id, self.contacts, self.status = step, key, record_id, contacts, status
         self.quoted = f'"{record_id}"'  # as arguments name it
         self.foreign = False  # its contacts are not the user's, and the run used it
+        self.links: list[str] | None = None  # the other records it names (quoted ids), kept when it may be foreign
         self._figures: set[str] | None = None
+
+    @property
+    def kind(self) -> str | None:
+        """What kind of record it is, as the key naming its id says ("line" for `line_id`), or None (`id`)."""
+        key = self.key
+        return key[:-3].replace("_", " ") if len(key) > 3 and key.endswith("_id") else None
 
     @property
     def figures(self) -> set[str]:
@@ -81,8 +108,9 @@ class Listing:
 
 
 class Records(SharedState):
-    __slots__ = ("acted", "claimed", "contacted", "denied", "foreign_figures", "heard", "listings", "own_figures",
-                 "recorded", "records", "seen", "sides", "told", "tools", "user", "write_refused", "wrong_write")
+    __slots__ = ("acted", "claimed", "contacted", "denied", "foreign_figures", "heard", "linked", "listings",
+                 "misjudged", "own_figures", "recorded", "records", "refusal", "seen", "sides", "state_sides",
+                 "strangers", "told", "told_state", "tools", "unfound", "user", "write_refused", "wrong_write")
 
     def __init__(self, tools: ToolClassifier) -> None:
         super().__init__()
@@ -93,18 +121,31 @@ class Records(SharedState):
         # made when first needed, as the others: most runs name no record and no contact
         self.records: dict[str, Record] | None = None
         self.user: set[str] | None = None  # contact values the user gave (normalised)
+        self.unfound: set[str] | None = None  # contact values a lookup by them found nobody with
         self.heard: list[str] | None = None  # texts naming who the user is, read when a record's contacts are
         self.seen: Step | None = None
         # findings' material, first of each kept
         self.acted: tuple[Record, Step] | None = None  # a call on someone else's record
+        self.linked = False  # that call named a record someone else's names (its device, its plan), not it
         self.wrong_write: tuple[Record, Step] | None = None  # a change made to someone else's record
         self.claimed: Step | None = None  # a model turn claiming success after that change
-        self.write_refused: tuple[Record, Step] | None = None  # a change refused on a record the run had read
+        # a change refused for the state of a record the run had read (the run judged the record eligible) ...
+        self.misjudged: tuple[Record, Step] | None = None
+        # ... and the first such change not heeded: the next change was not the same record's, changed another way
+        # (`refusal`: the last one, waiting for that next change)
+        self.write_refused: tuple[Record, Step] | None = None
+        self.refusal: tuple[Record, Step] | None = None
         # figures (numbers with decimals) in the results about someone else's record, and in all other results
         self.foreign_figures: set[str] | None = None
         self.own_figures: set[str] | None = None
         # a model turn telling the user a figure of someone else's record, and that record
         self.told: tuple[Step, str, Record] | None = None
+        # a model turn telling the user the state (`status`) of someone else's record as its kind's ("your line
+        # appears active"), and that record; the records whose state it looks for, with the words telling it
+        self.told_state: tuple[Step, Record] | None = None
+        self.state_sides: list[tuple[Record, re.Pattern[str]]] | None = None
+        # the records whose contacts were not the user's when read, which may be someone else's
+        self.strangers: list[Record] | None = None
         self.contacted = False  # some record named other phones or emails than the user had given when it was read
         # the figures of the user's records and the records that are someone else's, made again when either changes
         self.sides: tuple[set[str], list[Record]] | None = None
@@ -126,6 +167,8 @@ class Records(SharedState):
                     self.claimed = step
                 if (self.foreign_figures or self.contacted) and self.told is None:
                     self._telling(step, said)
+                if self.contacted and self.told_state is None:
+                    self._telling_state(step, said)
                 if self.listings is not None and self.denied is None:
                     self._denying(step, said)
             return
@@ -133,13 +176,24 @@ class Records(SharedState):
             return
         args = step.args_text
         effect = self.tools.effect(step.tool)
+        writes = effect is STATE_CHANGING
+        if writes and self.refusal is not None:
+            self._heeded(step, args)
         about_foreign = False
         if args:
-            if effect is not STATE_CHANGING:
-                self._hear(args)
+            if not writes and ("hone" in args or "mail" in args):  # a lookup by phone or email: who the user is
+                given = _CONTACT.findall(args)
+                if given and tool_error(step) is not None:  # found nobody: not on file, it tells no record apart
+                    self._unfound(given)
+                else:
+                    self._hear(" ".join(given))
             for record in (self.records or {}).values():
                 if record.step is not step and record.quoted in args:
-                    about_foreign |= self._used(record, step, effect is STATE_CHANGING)
+                    about_foreign |= self._used(record, step, writes)
+            for record in self.strangers or ():  # a record someone else's names: its device, its plan
+                if record.links and record.step is not step and record.quoted not in args and \
+                        any(link in args for link in record.links):
+                    about_foreign |= self._used(record, step, writes, True)
             for listing in self.listings or ():
                 listing.opened.update(i for i in listing.ids if i in args)
         text = step.result_text
@@ -155,11 +209,18 @@ class Records(SharedState):
                 records = self.records = {}
             status = _STATUS.search(text)
             contacts = {contact_key(v) for v in _CONTACT.findall(text)} if "hone" in text or "mail" in text else set()
-            if contacts and not self.contacted:
+            record = Record(step, match.group(1), record_id, contacts, status.group(1) if status else None)
+            if contacts:
                 user = self._who()
-                self.contacted = not user or not contacts & user
-            records[record_id] = Record(step, record_id, contacts, status.group(1) if status else None)
-            self.sides = self.recorded = None
+                if not user or others(contacts, user):
+                    self.contacted = True
+                    if self.strangers is None:
+                        self.strangers = []
+                    if len(self.strangers) < MAX_STRANGERS:  # each is looked for in every later call's arguments
+                        record.links = self._links(record, text, args or "")
+                        self.strangers.append(record)
+            records[record_id] = record
+            self.sides = self.recorded = self.state_sides = None
         elif about_foreign:
             if self.foreign_figures is None:
                 self.foreign_figures = set()
@@ -210,8 +271,21 @@ class Records(SharedState):
                 if self.user is None:
                     self.user = set()
                 self.user.update(contacts)
-                self.sides = None
+                if self.unfound:
+                    self.user.difference_update(self.unfound)
+                self.sides = self.state_sides = None
         return self.user
+
+    def _unfound(self, given: list[str]) -> None:
+        """Contacts a lookup by them found nobody with (mistyped, not on file): not the user's to compare records to."""
+        keys = {contact_key(v) for v in given}
+        if self.unfound is None:
+            self.unfound = set()
+        self.unfound.update(keys)
+        user = self._who()
+        if user:
+            user.difference_update(keys)
+            self.sides = self.state_sides = None
 
     def _telling(self, step: Step, said: str) -> None:
         """Whether the model told the user a figure that only someone else's records hold: records the run used,
@@ -232,7 +306,7 @@ class Records(SharedState):
             ours: set[str] = set()
             theirs: list[Record] = []
             for r in (self.records or {}).values():
-                if r.foreign or (user and r.contacts and not r.contacts & user):
+                if r.foreign or others(r.contacts, user):
                     theirs.append(r)
                 else:
                     ours.update(r.figures)
@@ -249,25 +323,97 @@ class Records(SharedState):
                     self.told = (step, figure, r)
                     return
 
-    def _used(self, record: Record, step: Step, writes: bool) -> bool:
-        """Note a call on a known record; whether the record is someone else's."""
+    def _used(self, record: Record, step: Step, writes: bool, linked: bool = False) -> bool:
+        """Note a call on a known record, or (`linked`) on a record it names; whether the record is someone else's,
+        taken for the user's: not when the run had read the user's own record of its kind (then it chose the other
+        one)."""
         user = self._who() if record.contacts else None
-        if user and not record.contacts & user:
+        if user and others(record.contacts, user):
+            if self._owns_kind(record, user) or (linked and not self._only_theirs(record, step, user)):
+                return False
             if not record.foreign:
                 record.foreign = True
-                self.sides = None
+                self.sides = self.state_sides = None
                 if self.foreign_figures is None:
                     self.foreign_figures = set()
                 self.foreign_figures.update(record.figures)
             if self.acted is None:
-                self.acted = (record, step)
+                self.acted, self.linked = (record, step), linked
             if writes and self.wrong_write is None and tool_error(step) is None:
                 self.wrong_write = (record, step)
             return True
-        if writes and self.write_refused is None and record.status is not None and tool_error(step) is not None and \
-                refused_for_state(step):
-            self.write_refused = (record, step)
+        if writes and not linked and record.status is not None and \
+                (self.misjudged is None or (self.write_refused is None and self.refusal is None)) and \
+                tool_error(step) is not None and refused_for_state(step):
+            if self.misjudged is None:
+                self.misjudged = (record, step)
+            if self.write_refused is None and self.refusal is None:
+                self.refusal = (record, step)
         return False
+
+    def _owns_kind(self, record: Record, user: set[str]) -> bool:
+        """Whether the run had read a record of the same kind whose contacts are the user's."""
+        return any(r.key == record.key and r.contacts & user for r in (self.records or {}).values())
+
+    def _only_theirs(self, record: Record, step: Step, user: set[str]) -> bool:
+        """Whether a record someone else's names, which a call named, is named by none of the user's own records."""
+        args = step.args_text or ""
+        named = [link for link in record.links or () if link in args]
+        for r in (self.records or {}).values():
+            text = r.step.result_text
+            if r is not record and text and r.contacts & user and any(link in text for link in named):
+                return False
+        return True
+
+    def _links(self, record: Record, text: str, args: str) -> list[str]:
+        """The records a record's lookup names besides it (quoted ids), not those the run knew before (the user's
+        account) nor those its call named."""
+        known = self.records or {}
+        links: list[str] = []
+        for match in RECORD_ID.finditer(text):
+            value = match.group(2)
+            quoted = f'"{value}"'
+            if value != record.id and value not in known and quoted not in args and len(links) < MAX_LINKS:
+                links.append(quoted)
+        return links
+
+    def _heeded(self, step: Step, args: str | None) -> None:
+        """The change after a refusal for a record's state: heeded when it changes the same record with another tool
+        and is not refused for the state too (the change done the way the state allows); else the refusal stands."""
+        refusal = self.refusal
+        if refusal is None or refusal[1] is step:
+            return
+        self.refusal = None
+        record, refused = refusal
+        if step.tool != refused.tool and args and record.quoted in args and \
+                not (tool_error(step) is not None and refused_for_state(step)):
+            return
+        if self.write_refused is None:
+            self.write_refused = refusal
+
+    def ignored_refusal(self) -> tuple[Record, Step] | None:
+        """The first change refused for the state of a record the run had read, and not heeded (FM-2.5)."""
+        return self.write_refused or self.refusal
+
+    def _telling_state(self, step: Step, said: str) -> None:
+        """Whether the model told the user the state of someone else's record as that of their record of its kind
+        ("your line appears active"), the run never having read the user's own record of that kind."""
+        sides = self.state_sides
+        if sides is None:
+            user = self._who()
+            sides = []
+            for r in (self.records or {}).values():
+                kind = r.kind
+                if user and r.status and kind and others(r.contacts, user) and not self._owns_kind(r, user):
+                    sides.append((r, re.compile(
+                        rf"\b{re.escape(kind)}\b[^.?!\n]{{0,30}}?\b(?:is|are|appears?|shows?|remains?|looks?|seems?)"
+                        rf"\s+(?:to be\s+|as\s+)?(?:currently\s+|now\s+|still\s+)?{re.escape(r.status)}\b",
+                        re.IGNORECASE)))
+            self.state_sides = sides
+        for r, words in sides:
+            if words.search(said) is not None:
+                self.told_state = (step, r)
+                return
 
 
 def shared_records(detector: Detector) -> Records:

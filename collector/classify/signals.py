@@ -67,9 +67,13 @@ _DEFERS: Final = re.compile(
     r"\b(?:once|when|after|as soon as)\b[^.?!\n]{1,80}?,\s*you (?:can|could|will be able to) (?:then )?"
     r"(?:request|ask|try|submit|place|process|reach out|contact)\b|"
     r"\b(?:need|have|has) to wait (?:until|for)\b|\btry again later\b", re.IGNORECASE)
-# A refusal naming the state the record should have been in ("must be suspended", "Non-delivered order").
-_STATE_CONDITION: Final = re.compile(r"\b(must|needs? to|has to|should) (be|have)\b|\bnon-\w+|\bstatus\b|"
-                                     r"\bnot (yet )?(\w+ed|active|open|pending|available)\b", re.IGNORECASE)
+# A refusal naming the state the record should have been in ("must be suspended", "Non-delivered order"): a state
+# word (a participle, a state adjective), not any requirement ("Payment method should be the original payment method").
+_STATE_CONDITION: Final = re.compile(
+    r"\b(?:must|needs? to|has to|should) (?:be|have been) (?:in (?:an? |the )?\w+ (?:state|status)\b|"
+    r"(?!(?:the|an?|one|of|in|at|on|for|less|more)\b)\w+(?:ed|ing)\b|(?:pending|active|inactive|open|closed|paid|"
+    r"unpaid|overdue|due|available|valid|enabled|idle|live|ready)\b)|"
+    r"\bnon-\w+|\bstatus\b|\bnot (yet )?(\w+ed|active|open|pending|available)\b", re.IGNORECASE)
 # A check's result showing the system unhealthy although the call itself worked: failing pods, 5xx answers.
 _UNHEALTHY: Final = re.compile(
     r"\b(CrashLoopBackOff|ImagePullBackOff|ErrImagePull|OOMKilled|Unhealthy)\b|"

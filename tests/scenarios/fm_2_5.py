@@ -1,5 +1,6 @@
-"""FM-2.5 Ignored other agent's input: a refusal gone past, someone else's record used; an investigated refusal, the
-user's own record and a change done another way are not."""
+"""FM-2.5 Ignored other agent's input: a refusal gone past, someone else's record (or one it names) used; an
+investigated refusal, the user's own record, another record chosen after the user's own was read, a refusal for no
+state and a change done another way are not."""
 
 from __future__ import annotations
 
@@ -27,10 +28,32 @@ def generate(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str
     r.user("Hi, my number is 555-010-2001.").call("find_records", {"owner": "me"}, {"ids": ["A-1", "A-2"]})
     r.call("get_record_details", {"id": "A-2"}, record).call("enable_feature", {"id": "A-2"}, "enabled")
     yield r.name, set(), r.answer("The feature has been enabled for your line.")
-    r = Run(f"{tag}-change-refused-as-shown")
+    r = Run(f"{tag}-uses-what-someone-elses-record-names")  # its device looked up as the user's
+    r.user("Hi, my number is 555-010-2002.").call("get_record_details", {"id": "A-2"}, {**record, "device_id": "D-2"})
+    r.call("get_device_details", {"id": "D-2"}, {"device_id": "D-2", "model": "Phone X"})
+    yield r.name, {"FM-2.5"}, r.answer("Please restart your phone and tell me what the screen shows.")
+    r = Run(f"{tag}-acts-on-another-record-after-the-users-own")  # both lines read: the other one chosen, not mixed up
+    r.user("Hi, my number is 555-010-2002.")
+    own = {"record_id": "A-1", "phone_number": "555-010-2002", "status": "active"}
+    r.call("get_record_details", {"id": "A-1"}, own)
+    r.call("get_record_details", {"id": "A-2"}, record).call("enable_feature", {"id": "A-2"}, "enabled")
+    yield r.name, set(), r.answer("The feature has been enabled on your other line, A-2.")
+    r = Run(f"{tag}-change-refused-as-shown")  # the status read, the change tried anyway: a rule misjudged (FM-3.3)
     r.call("get_record_details", {"id": "A-2"}, record)
     r.call("resume_record", {"id": "A-2"}, "Error: record must be suspended to resume", error="ToolError")
-    yield r.name, {"FM-2.5"}, r.answer("I'm sorry, the record cannot be resumed: it is not suspended.")
+    yield r.name, {"FM-2.5", "FM-3.3"}, r.answer("I'm sorry, the record cannot be resumed: it is not suspended.")
+    order = {"order_id": "#A-100", "status": "pending", "items": ["red"]}
+    r = Run(f"{tag}-change-refused-as-shown-then-heeded")  # heeded: the order changed the way its state allows
+    r.call("get_order_details", {"order_id": "#A-100"}, order)
+    r.call("exchange_order_items", {"order_id": "#A-100", "item": "blue"}, "Error: non-delivered order cannot be "
+           "exchanged", error="ToolError")
+    r.call("modify_order_items", {"order_id": "#A-100", "item": "blue"}, {"order_id": "#A-100", "status": "modified"})
+    yield r.name, {"FM-3.3"}, r.answer("Your order #A-100 has been modified to the blue item.")
+    r = Run(f"{tag}-change-refused-for-another-cause")  # the refusal names no state the record was in
+    r.call("get_record_details", {"id": "A-2"}, record)
+    r.call("refund_record", {"id": "A-2", "method": "card-9"},
+           "Error: payment method should be the original payment method", error="ToolError")
+    yield r.name, set(), r.answer("I'm sorry, the refund can only go to the original payment method.")
     r = Run(f"{tag}-refused-then-done-another-way")  # the same order changed with the tool that applies
     r.call("exchange_order_items", {"order_id": "#A-100", "item": "blue"}, "Error: the order is not delivered",
            error="ToolError")

@@ -86,3 +86,10 @@ def generate(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str
     r = Run(f"{tag}-tells-figure-of-the-users-record")
     r.user("Hi, my number is 555-010-2001.").call("get_line_details", {"id": "L-1"}, line)
     yield r.name, set(), r.answer("You have used 3.2 GB of data this month.")
+    line = {"line_id": "L-1", "phone_number": "555-010-2001", "status": "Active"}
+    r = Run(f"{tag}-tells-state-of-someone-elses-record")  # the status of another's line told as the user's
+    r.user("Hi, my number is 555-010-2002.").call("get_line_details", {"id": "L-1"}, line)
+    yield r.name, {"FM-2.5", "FM-3.3"}, r.answer("Your line appears active on our end, so let's check your phone.")
+    r = Run(f"{tag}-tells-state-of-the-users-record")
+    r.user("Hi, my number is 555-010-2001.").call("get_line_details", {"id": "L-1"}, line)
+    yield r.name, set(), r.answer("Your line appears active on our end, so let's check your phone.")

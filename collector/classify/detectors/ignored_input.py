@@ -14,7 +14,11 @@ Signals:
 - the final answer treats as done a change refused for good (as FM-3.3 finds it; content);
 - a call on a record whose phone or email is not the one the user gave, after the lookup that showed it, or a
   figure only that record holds told to the user (the agent disregarded who the user said they are; content);
-- a change refused on a record the run had just read: its status was there to see (content)."""
+- a call on a record named by such a record (its device, its plan), named by none of the user's own records;
+- the status of such a record told to the user as that of their record of its kind ("your line appears active");
+  none of these when the run had read the user's own record of that kind (it chose the other one; content);
+- a change refused, for the state it names, on a record the run had just read: its status was there to see. Not when
+  the next change was the same record's, made another way and not refused for its state (heeded; content)."""
 
 from __future__ import annotations
 
@@ -72,7 +76,8 @@ class IgnoredInput(Detector):
         records = self.records
         if records.acted is not None:
             record, step = records.acted
-            return Finding(self.code, 0.7, [record.step.span_id, step.span_id], f"{step.tool} used a record whose "
+            used = "a record named by a record" if records.linked else "a record"
+            return Finding(self.code, 0.7, [record.step.span_id, step.span_id], f"{step.tool} used {used} whose "
                            f"{record.step.tool} result names another phone or email than the user gave", CONTENT,
                            quote=record.id)
         if records.told is not None:
@@ -80,8 +85,14 @@ class IgnoredInput(Detector):
             return Finding(self.code, 0.6, [record.step.span_id, told.span_id], f"told the user a figure of a record "
                            f"whose {record.step.tool} result names another phone or email than the user gave",
                            CONTENT, quote=f"{figure} ({record.id})")
-        if records.write_refused is not None:
-            record, step = records.write_refused
+        if records.told_state is not None:
+            said, record = records.told_state
+            return Finding(self.code, 0.6, [record.step.span_id, said.span_id], f"told the user the status of a record "
+                           f"whose {record.step.tool} result names another phone or email than the user gave, as "
+                           "theirs", CONTENT, quote=f"{record.status} ({record.id})")
+        refusal = records.ignored_refusal()
+        if refusal is not None:
+            record, step = refusal
             status = f", status {record.status}" if record.status else ""
             return Finding(self.code, 0.6, [record.step.span_id, step.span_id], f"{step.tool} was refused although "
                            f"{record.step.tool} had just shown the record's state", CONTENT,
