@@ -10,8 +10,8 @@ later call on it, or on a record only it names (its device, its plan), acts on t
 it holds, or its status told as that of the user's record of its kind ("your line appears active"), is told of the
 wrong record (whether or not the run called on it after the lookup). Not when the run had read the user's own record
 of that kind before: it then chose the other record, it did not take it for the user's. A change refused for the
-state a looked-up record showed (its `status`; the refusal names a state) misjudged the record; it ignored what the
-run had seen unless the next change was the same record's, made another way and not refused for its state.
+state a looked-up record showed (its `status`; the refusal names a state) misjudged the record and ignored what the
+run had seen, unless the next change was the same record's, made another way and not refused for its state.
 A tool result listing ids (a JSON array of them: a user's orders) whose ids the run then passes to its calls is a
 listing of records; telling the user something is not among their records while some listed record was never
 opened concluded without looking (FM-3.2).
@@ -109,7 +109,7 @@ class Listing:
 
 class Records(SharedState):
     __slots__ = ("acted", "claimed", "contacted", "denied", "foreign_figures", "heard", "linked", "listings",
-                 "misjudged", "own_figures", "recorded", "records", "refusal", "seen", "sides", "state_sides",
+                 "own_figures", "recorded", "records", "refusal", "seen", "sides", "state_sides",
                  "strangers", "told", "told_state", "tools", "unfound", "user", "write_refused", "wrong_write")
 
     def __init__(self, tools: ToolClassifier) -> None:
@@ -129,10 +129,9 @@ class Records(SharedState):
         self.linked = False  # that call named a record someone else's names (its device, its plan), not it
         self.wrong_write: tuple[Record, Step] | None = None  # a change made to someone else's record
         self.claimed: Step | None = None  # a model turn claiming success after that change
-        # a change refused for the state of a record the run had read (the run judged the record eligible) ...
-        self.misjudged: tuple[Record, Step] | None = None
-        # ... and the first such change not heeded: the next change was not the same record's, changed another way
-        # (`refusal`: the last one, waiting for that next change)
+        # the first change refused for the state of a record the run had read (the run judged the record eligible)
+        # and not heeded: the next change was not the same record's, changed another way (`refusal`: the last one,
+        # waiting for that next change)
         self.write_refused: tuple[Record, Step] | None = None
         self.refusal: tuple[Record, Step] | None = None
         # figures (numbers with decimals) in the results about someone else's record, and in all other results
@@ -343,12 +342,9 @@ class Records(SharedState):
                 self.wrong_write = (record, step)
             return True
         if writes and not linked and record.status is not None and \
-                (self.misjudged is None or (self.write_refused is None and self.refusal is None)) and \
+                self.write_refused is None and self.refusal is None and \
                 tool_error(step) is not None and refused_for_state(step):
-            if self.misjudged is None:
-                self.misjudged = (record, step)
-            if self.write_refused is None and self.refusal is None:
-                self.refusal = (record, step)
+            self.refusal = (record, step)
         return False
 
     def _owns_kind(self, record: Record, user: set[str]) -> bool:

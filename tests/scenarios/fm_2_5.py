@@ -38,17 +38,17 @@ def generate(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str
     r.call("get_record_details", {"id": "A-1"}, own)
     r.call("get_record_details", {"id": "A-2"}, record).call("enable_feature", {"id": "A-2"}, "enabled")
     yield r.name, set(), r.answer("The feature has been enabled on your other line, A-2.")
-    r = Run(f"{tag}-change-refused-as-shown")  # the status read, the change tried anyway: a rule misjudged (FM-3.3)
+    r = Run(f"{tag}-change-refused-as-shown")  # the status read, the change tried anyway
     r.call("get_record_details", {"id": "A-2"}, record)
     r.call("resume_record", {"id": "A-2"}, "Error: record must be suspended to resume", error="ToolError")
-    yield r.name, {"FM-2.5", "FM-3.3"}, r.answer("I'm sorry, the record cannot be resumed: it is not suspended.")
+    yield r.name, {"FM-2.5"}, r.answer("I'm sorry, the record cannot be resumed: it is not suspended.")
     order = {"order_id": "#A-100", "status": "pending", "items": ["red"]}
     r = Run(f"{tag}-change-refused-as-shown-then-heeded")  # heeded: the order changed the way its state allows
     r.call("get_order_details", {"order_id": "#A-100"}, order)
     r.call("exchange_order_items", {"order_id": "#A-100", "item": "blue"}, "Error: non-delivered order cannot be "
            "exchanged", error="ToolError")
     r.call("modify_order_items", {"order_id": "#A-100", "item": "blue"}, {"order_id": "#A-100", "status": "modified"})
-    yield r.name, {"FM-3.3"}, r.answer("Your order #A-100 has been modified to the blue item.")
+    yield r.name, set(), r.answer("Your order #A-100 has been modified to the blue item.")
     r = Run(f"{tag}-change-refused-for-another-cause")  # the refusal names no state the record was in
     r.call("get_record_details", {"id": "A-2"}, record)
     r.call("refund_record", {"id": "A-2", "method": "card-9"},

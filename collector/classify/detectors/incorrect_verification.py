@@ -23,10 +23,7 @@ Judged when the trace is complete:
   could not remove (a locked SIM, an expired contract; content);
 - success claimed after a change made to a record whose phone or email is not the one the user gave, or a figure
   told to the user that only such a record holds, whether or not the run called on it after its lookup, or its
-  status told as that of the user's record of its kind ("your line appears active"; content);
-- a change tried on a record the run had read, refused for the state the record was in (the refusal names it: "must
-  be suspended", "Non-delivered order cannot be exchanged"): the run checked the record and judged it eligible
-  wrongly, a rule applied wrongly, whether or not it then did the change another way (content).
+  status told as that of the user's record of its kind ("your line appears active"; content).
 
 A claim made on a condition ("once your return is completed") is none, nor is one in an answer telling the user
 that something could not be done, or after the failed call was explained to the user.
@@ -81,12 +78,6 @@ class IncorrectVerification(Detector):
             return Finding(self.code, 0.6, [record.step.span_id, said.span_id],
                            f"told the user the status of a record whose {record.step.tool} result names another phone "
                            "or email than the user gave, as theirs", CONTENT, quote=f"{record.status} ({record.id})")
-        if records.misjudged is not None:
-            record, step = records.misjudged
-            return Finding(self.code, 0.6, [record.step.span_id, step.span_id],
-                           f"{step.tool} was tried on a record {record.step.tool} had shown, and refused for the "
-                           "state the record was in: the run judged it eligible wrongly", CONTENT,
-                           quote=f"{record.id}, status {record.status}")
         return None
 
 
