@@ -1,7 +1,7 @@
 """FM-2.5 Ignored other agent's input: a tool said no and the agent went on as if it had said yes.
 
 Looks for: a failed state-changing call followed by a different one; a refused change treated as done; a call on a
-  record that is not the user's
+  record that is not the user's, or on one only it names; a change tried against the state its record was shown in
 Basis: structure or content
 Content capture: for failures shown only in result text, and for records
 

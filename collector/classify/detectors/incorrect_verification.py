@@ -1,7 +1,8 @@
 """FM-3.3 Incorrect verification: the run declared its work done while its own evidence says otherwise.
 
 Looks for: a success claim after a failed call, a failed check or a refused change; a refused change told to be
-  possible later; a handover claiming every step was done
+  possible later; a handover claiming every step was done; a figure or status of someone else's record told to the
+  user as theirs
 Basis: content; structure for a failed last check
 Content capture: yes (without it: only a run that ended right after the check of its last change failed)
 
