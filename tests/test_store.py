@@ -364,6 +364,14 @@ def version_2(verdict: Verdict) -> tuple[int, bytes]:
     return sum(len(rows) for rows in _rows(verdict).values()), header + b"".join(parts)
 
 
+def assert_copies(store: StoreExporter, copies: int, per_trace: dict[str, int]) -> None:
+    """Each table holds `per_trace` rows for each of `copies` traces of one verdict, the same but for the trace id."""
+    for table, n in per_trace.items():
+        rows = store.query(f"SELECT * EXCEPT trace_id FROM mastwatch.{table} ORDER BY trace_id, started_at")
+        assert len(rows) == copies * n, table
+        assert all(rows[i * n:(i + 1) * n] == rows[:n] for i in range(copies)), table
+
+
 def check_upgrade(queue_path, open_store) -> None:
     """A verdict queued as version 1 and as version 2 before the upgrade, and the same verdict queued now, give the
     same rows."""
@@ -380,11 +388,7 @@ def check_upgrade(queue_path, open_store) -> None:
         verdict.trace_id = f"{2:032x}"
         store.export_verdicts([verdict], [NO_INCREMENT])
         assert store.flush()
-        for table in (TRACES, FINDINGS, REPEATED_STEPS):
-            rows = store.query(f"SELECT * EXCEPT trace_id FROM mastwatch.{table} ORDER BY trace_id, started_at")
-            assert len(rows) == 3 * (2 if table == REPEATED_STEPS else 1)
-            third = len(rows) // 3
-            assert rows[:third] == rows[third:2 * third] == rows[2 * third:]
+        assert_copies(store, 3, {TRACES: 1, FINDINGS: 1, REPEATED_STEPS: 2})
     finally:
         store.shutdown()
 
@@ -418,10 +422,7 @@ def test_records_of_version_4_still_queued_are_written_after_an_upgrade(tmp_path
         verdict.trace_id = f"{2:032x}"
         store.export_verdicts([verdict], [NO_INCREMENT])
         assert store.flush()
-        for table in (TRACES, FINDINGS, REPEATED_STEPS):
-            rows = store.query(f"SELECT * EXCEPT trace_id FROM mastwatch.{table} ORDER BY trace_id, started_at")
-            half = len(rows) // 2
-            assert half and rows[:half] == rows[half:], table
+        assert_copies(store, 2, {TRACES: 1, FINDINGS: 1, REPEATED_STEPS: 2})
         steps = store.query("SELECT trace_id, kind, error, error_type, model, input_tokens, cost_usd, "
                             "args_fingerprint FROM mastwatch.mast_steps ORDER BY kind, started_at")  # llm first
         assert [r["trace_id"] for r in steps] == [verdict.trace_id] * 3  # the old record had none
