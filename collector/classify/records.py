@@ -23,9 +23,9 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from ..model.steps import LLM, TOOL, Step
+from ..model.steps import LLM, TOOL, Finding, Step
 from .detector import Detector, SharedState, shared
-from .signals import RECORD_ID, denies_on_record, refused_for_state, says_success, tool_error
+from .signals import CONTENT, RECORD_ID, denies_on_record, refused_for_state, says_success, tool_error
 from .tools import STATE_CHANGING, ToolClassifier
 
 MAX_RECORDS: Final = 64
@@ -386,6 +386,21 @@ class Records(SharedState):
             return
         if self.write_refused is None:
             self.write_refused = refusal
+
+    def told_wrong_record(self, code: str) -> Finding | None:
+        """A figure, else the status, of someone else's record told to the user as theirs (FM-2.5 and FM-3.3 both
+        report it: the lookup that showed whose it is was disregarded, and the user was told what it contradicts)."""
+        if self.told is not None:
+            told, figure, record = self.told
+            return Finding(code, 0.6, [record.step.span_id, told.span_id], f"told the user a figure of a record whose "
+                           f"{record.step.tool} result names another phone or email than the user gave", CONTENT,
+                           quote=f"{figure} ({record.id})")
+        if self.told_state is not None:
+            said, record = self.told_state
+            return Finding(code, 0.6, [record.step.span_id, said.span_id], f"told the user the status of a record "
+                           f"whose {record.step.tool} result names another phone or email than the user gave, as "
+                           "theirs", CONTENT, quote=f"{record.status} ({record.id})")
+        return None
 
     def ignored_refusal(self) -> tuple[Record, Step] | None:
         """The first change refused for the state of a record the run had read, and not heeded (FM-2.5)."""

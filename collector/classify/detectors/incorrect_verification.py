@@ -69,17 +69,7 @@ class IncorrectVerification(Detector):
             return Finding(self.code, 0.7, [record.step.span_id, step.span_id, claim.span_id],
                            f"claimed success after {step.tool} changed a record whose {record.step.tool} result "
                            "names another phone or email than the user gave", CONTENT, quote=record.id)
-        if records.told is not None:
-            told, figure, record = records.told
-            return Finding(self.code, 0.6, [record.step.span_id, told.span_id],
-                           f"told the user a figure of a record whose {record.step.tool} result names another phone "
-                           "or email than the user gave", CONTENT, quote=f"{figure} ({record.id})")
-        if records.told_state is not None:
-            said, record = records.told_state
-            return Finding(self.code, 0.6, [record.step.span_id, said.span_id],
-                           f"told the user the status of a record whose {record.step.tool} result names another phone "
-                           "or email than the user gave, as theirs", CONTENT, quote=f"{record.status} ({record.id})")
-        return None
+        return records.told_wrong_record(self.code)
 
 
 def false_claim(p: Progress) -> Ending | None:
