@@ -17,7 +17,9 @@
 
 enum { STRING, ARRAY_STRING, INT64, UINT32, UINT64, FLOAT32, FLOAT64, NULLABLE_FLOAT32, BOOL, KINDS };
 
+/* Bytes being written, in the bytes object that is returned (no copy at the end). */
 typedef struct {
+    PyObject *obj;
     char *data;
     size_t size, room;
 } Buffer;
@@ -32,12 +34,20 @@ reserve(Buffer *b, size_t more)
     while (room < b->size + more) {
         room *= 2;
     }
-    char *data = PyMem_Realloc(b->data, room);
-    if (data == NULL) {
+    if (room > PY_SSIZE_T_MAX) {
         PyErr_NoMemory();
         return -1;
     }
-    b->data = data;
+    if (b->obj == NULL) {
+        b->obj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)room);
+    }
+    else if (_PyBytes_Resize(&b->obj, (Py_ssize_t)room) < 0) { /* sets b->obj to NULL */
+        return -1;
+    }
+    if (b->obj == NULL) {
+        return -1;
+    }
+    b->data = PyBytes_AS_STRING(b->obj);
     b->room = room;
     return 0;
 }
@@ -84,9 +94,13 @@ put_varint(Buffer *b, uint64_t n)
 static PyObject *
 finish(Buffer *b)
 {
-    PyObject *out = PyBytes_FromStringAndSize(b->data, (Py_ssize_t)b->size);
-    PyMem_Free(b->data);
-    return out;
+    if (b->obj == NULL) {
+        return PyBytes_FromStringAndSize(NULL, 0);
+    }
+    if (_PyBytes_Resize(&b->obj, (Py_ssize_t)b->size) < 0) {
+        return NULL;
+    }
+    return b->obj;
 }
 
 #define MAX_COLUMNS 64
@@ -319,7 +333,7 @@ encode(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         }
     }
-    Buffer b = {NULL, 0, 0};
+    Buffer b = {NULL, NULL, 0, 0};
     if (put_varint(&b, (uint64_t)ncolumns) < 0 || put_varint(&b, (uint64_t)PyList_GET_SIZE(rows)) < 0) {
         goto error;
     }
@@ -330,7 +344,7 @@ encode(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     }
     return finish(&b);
 error:
-    PyMem_Free(b.data);
+    Py_XDECREF(b.obj);
     return NULL;
 }
 
@@ -484,7 +498,7 @@ merge(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     PyObject *columns = args[0], *blocks = args[1];
     Py_ssize_t ncolumns = PyTuple_GET_SIZE(columns), nparts = 0, room = 0;
     Part *parts = NULL; /* [block][column] */
-    Buffer b = {NULL, 0, 0};
+    Buffer b = {NULL, NULL, 0, 0};
     uint64_t rows = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(blocks); i++) {
         PyObject *block = PyList_GET_ITEM(blocks, i);
@@ -532,6 +546,14 @@ merge(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         PyMem_Free(parts);
         return PyBytes_FromStringAndSize(NULL, 0);
     }
+    /* room for all of it at once: the merged block is shorter than its blocks together */
+    size_t given = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(blocks); i++) {
+        given += (size_t)PyBytes_GET_SIZE(PyList_GET_ITEM(blocks, i));
+    }
+    if (reserve(&b, given + 20) < 0) {
+        goto error;
+    }
     Part *column = PyMem_Malloc((size_t)(nparts ? nparts : 1) * sizeof(Part));
     if (column == NULL) {
         PyErr_NoMemory();
@@ -555,7 +577,7 @@ merge(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     return finish(&b);
 error:
     PyMem_Free(parts);
-    PyMem_Free(b.data);
+    Py_XDECREF(b.obj);
     return NULL;
 }
 
@@ -565,9 +587,9 @@ PyDoc_STRVAR(string_doc, "string(text, /)\n--\n\n"
 static PyObject *
 string(PyObject *Py_UNUSED(module), PyObject *text)
 {
-    Buffer b = {NULL, 0, 0};
+    Buffer b = {NULL, NULL, 0, 0};
     if (put_str(&b, text, 0, 0) < 0) {
-        PyMem_Free(b.data);
+        Py_XDECREF(b.obj);
         return NULL;
     }
     return finish(&b);

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 HEADER: Final = struct.Struct("<III")  # payload bytes, rows, CRC-32 of the payload
 _pack: Final = HEADER.pack
+_HEADER_BYTES: Final = HEADER.size
 _crc32: Final = zlib.crc32
 SEGMENT_BYTES = 64 << 20
 READ_BYTES = 1 << 20
@@ -169,40 +170,49 @@ class DurableQueue:
 
     def _records(self, start: int, stop: int, max_rows: int) -> tuple[int, int, list[bytes]]:
         """Whole records from `start` (not past `stop`) while they hold at most `max_rows` rows (at least one
-        record): (end offset, rows, payloads). Reads in large chunks, not record by record."""
+        record): (end offset, rows, payloads). Reads in large chunks, not record by record; the segment being
+        written is read through its map (no read into a buffer of its own first)."""
         offset, rows, payloads = start, 0, []
-        buf, at = b"", start
+        buf: bytes | mmap.mmap = b""
+        at = start
         header, unpack = HEADER.size, HEADER.unpack_from
         while offset < stop:
             pos = offset - at
             if pos + header > len(buf):
-                buf, at, pos = self._read(offset, READ_BYTES), offset, 0
+                buf, at = self._read(offset, READ_BYTES)
+                pos = offset - at
             size, n, _ = unpack(buf, pos)
             if rows and rows + n > max_rows:
                 break
             framed = header + size
             if pos + framed > len(buf):
-                buf, at, pos = self._read(offset, max(READ_BYTES, framed)), offset, 0
+                buf, at = self._read(offset, max(READ_BYTES, framed))
+                pos = offset - at
             payloads.append(buf[pos + header:pos + framed])
             rows += n
             offset += framed
         return offset, rows, payloads
 
-    def _read(self, offset: int, size: int) -> bytes:
+    def _read(self, offset: int, size: int) -> tuple[bytes | mmap.mmap, int]:
+        """Bytes from `offset` on, at least `size` of them unless the segment ends first: (a buffer, the offset of
+        its first byte)."""
+        if offset >= self._bases[-1]:  # in the segment being written: its map holds it (the caller holds the lock)
+            return self._map, self._bases[-1]
         fd, base = self._fd(offset)
-        return os.pread(fd, size, offset - base)
+        return os.pread(fd, size, offset - base), offset
 
     # --- the exporter's side ---
     def append(self, rows: int, payload: bytes) -> int:
         """Write one record (the rows of a batch of verdicts); returns the rows dropped to stay within the bounds."""
-        frame = _pack(len(payload), rows, _crc32(payload)) + payload
-        size = len(frame)
+        header = _pack(len(payload), rows, _crc32(payload))
+        size = _HEADER_BYTES + len(payload)
         dropped = 0
         with self._lock:
             if self._active_size + size > self._capacity:
                 self._rotate(size)
             at = self._active_size
-            self._map[at:at + size] = frame
+            self._map[at:at + _HEADER_BYTES] = header  # the payload is not copied behind its header first
+            self._map[at + _HEADER_BYTES:at + size] = payload
             self._active_size = at + size
             self._end += size
             self._rows += rows
