@@ -154,6 +154,32 @@ def test_legit_re_read_after_edit() -> None:
     assert run([call("read_file", path), call("edit_file", path), call("read_file", path)])[1] is None
 
 
+def lookup(tool: str, args: dict[str, Any], result: dict[str, Any]) -> Step:
+    """A tool step whose arguments and result were captured as text, as normalisation records them."""
+    step = call(tool, args, result=result)
+    step.args_text, step.result_text = json.dumps(args), json.dumps(result)
+    return step
+
+
+@pytest.mark.parametrize(("changed", "fires"), [("#W2", True), ("#W1", False), (None, False)])
+def test_a_lookup_again_is_repetition_unless_a_change_since_may_have_touched_its_record(changed: str | None,
+                                                                                       fires: bool) -> None:
+    """A change to another order leaves this one as it was: reading it again is redone work. A change to it, or
+    one naming no record, makes the second read a check of the change."""
+    order = {"order_id": "#W1"}
+    change = {"order_id": changed, "zip": "10228"} if changed else {"zip": "10228"}
+    steps = [lookup("get_order_details", order, {"order_id": "#W1", "status": "delivered"}),
+             lookup("modify_pending_order_address", change, {"ok": True}),
+             lookup("get_order_details", order, {"order_id": "#W1", "status": "delivered"}),
+             lookup("get_product_details", {"product_id": "p1"}, {"name": "Watch"})]
+    live, final = run(steps)
+    found = next((f for f in [*live, final] if f is not None), None)
+    assert (found is not None) is fires
+    if found is not None:
+        assert found.evidence == [steps[0].span_id, steps[2].span_id]
+        assert "the same result, nothing changed since" in found.reason
+
+
 # --- cycles -----------------------------------------------------------------------------------
 
 

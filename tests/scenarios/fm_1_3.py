@@ -1,5 +1,5 @@
-"""FM-1.3 Step repetition: a lookup repeated, and its look-alikes (polling, a retry after a timeout, a re-read after a
-change)."""
+"""FM-1.3 Step repetition: a lookup repeated (also after a change to another record), and its look-alikes (polling, a
+retry after a timeout, a re-read after a change to what it reads)."""
 
 from __future__ import annotations
 
@@ -31,3 +31,15 @@ def generate(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str
     r.call(read, rargs, {"id": 1, "status": "open"}).call("lookup_policy", {"topic": "changes"}, "allowed")
     r.call(read, rargs, {"id": 1, "status": "open"}).call("lookup_policy", {"topic": "fees"}, "none")
     yield r.name, {"FM-1.3"}, r.answer("The record is open, the change is allowed and costs nothing.")
+    r = Run(f"{tag}-looks-up-again-after-another-record-changed")
+    r.call("get_ticket", {"ticket_id": "T1"}, {"ticket_id": "T1", "priority": "low"})
+    r.call("update_ticket", {"ticket_id": "T2", "priority": "high"}, {"ticket_id": "T2", "priority": "high"})
+    r.call("get_ticket", {"ticket_id": "T1"}, {"ticket_id": "T1", "priority": "low"})
+    r.call("lookup_policy", {"topic": "priorities"}, "allowed")
+    yield r.name, {"FM-1.3"}, r.answer("T2 is now high priority; T1 stays low.")
+    r = Run(f"{tag}-reread-after-its-record-changed")
+    r.call("get_ticket", {"ticket_id": "T1"}, {"ticket_id": "T1", "priority": "low"})
+    r.call("update_ticket", {"ticket_id": "T1", "owner": "ana"}, {"ticket_id": "T1", "owner": "ana"})
+    r.call("get_ticket", {"ticket_id": "T1"}, {"ticket_id": "T1", "priority": "low"})
+    r.call("lookup_policy", {"topic": "priorities"}, "allowed")
+    yield r.name, set(), r.answer("T1 is assigned to Ana now.")

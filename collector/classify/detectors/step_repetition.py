@@ -11,15 +11,16 @@ Signals, each seen as the steps arrive:
 - identical model text outputs, `output_min_occurrences` times or more (content);
 - with arguments not captured: the same tool called `unknown_args_min_run` times in a row (low confidence; off by
   default: paging, polling and batch lookups look the same);
-- a read-only call made again with the same result and no state-changing call since, `unchanged_min_occurrences`
-  times (a lookup whose answer the run already had), unless it shows work in progress (polling), comes in another
-  conversation or after the prompt collapsed (a restart: FM-2.1, FM-1.4), or is followed at once by a
-  state-changing call (a look at the current state before changing it).
+- a read-only call made again with the same result and no state-changing call since that may have touched what it
+  reads, `unchanged_min_occurrences` times (a lookup whose answer the run already had), unless it shows work in
+  progress (polling), comes in another conversation or after the prompt collapsed (a restart: FM-2.1, FM-1.4), or
+  is followed at once by a state-changing call (a look at the current state before changing it).
 
 Not repetition: tools matching `polling_tools`; up to `retry_limit` calls right after the same call failed
 (retries); a call whose captured result differs from the previous one (the world changed), or made again after a
-state-changing call (a check of the change); work redone by a fresh agent invocation after the one before it
-failed (a restart: FM-2.1 accounts for it)."""
+state-changing call that may have touched what it reads (a check of the change): any, unless the arguments of both
+are captured and the change names records (`*_id` values) of which the call's is not one; work redone by a fresh
+agent invocation after the one before it failed (a restart: FM-2.1 accounts for it)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from pydantic import Field
 from ...config import DetectorSettings
 from ...model.steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
-from ..signals import asks_for_tools, tool_error
+from ..signals import RECORD_ID, asks_for_tools, named_record, tool_error
 from ..tools import READ_ONLY, STATE_CHANGING, Globs
 
 EVIDENCE_LIMIT: Final = 50
@@ -82,6 +83,13 @@ class StepRepetitionSettings(DetectorSettings):
     plain: "ClassVar[cached_property[Plain]]" = cached_property(_plain)
 
 
+def _records(args: str | None) -> frozenset[str] | None:
+    """The records a call's arguments name (every `*_id` or `id` value); None when they name none or are not
+    captured."""
+    records = frozenset(m.group(2) for m in RECORD_ID.finditer(args)) if args else None
+    return records or None
+
+
 class StepRepetition(Detector):
     code = "FM-1.3"
     Settings = StepRepetitionSettings
@@ -121,6 +129,7 @@ class StepRepetition(Detector):
         self._state_at.clear()
         self._conversation: str | None = None  # the conversation the last step named
         self._writes = 0  # state-changing calls so far
+        self._written: list[frozenset[str] | None] = []  # the records each named (None: none, so any record)
         self._unchanged: tuple[list[Step], str, str] | None = None  # a lookup made again, judged at the next tool call
         self._max_input = 0  # the largest prompt so far (input tokens), and the last one
         self._last_input = 0
@@ -185,6 +194,7 @@ class StepRepetition(Detector):
         writes = self.tools.effect(tool) is STATE_CHANGING
         if writes and not step.error and tool_error(step) is None:  # a refused change changed nothing
             self._writes += 1
+            self._written.append(_records(step.args_text))
         found = self._settle_unchanged() if not writes else None  # not a look before a change
         self._unchanged = None
         previous = self._last_tool
@@ -221,7 +231,7 @@ class StepRepetition(Detector):
         now = (self._writes, self._conversation)
         writes, conversation = self._state_at.get(key, now)
         self._state_at[key] = now
-        if calls and writes != self._writes:
+        if calls and writes != self._writes and self._changed(writes, step):
             calls.clear()  # a state-changing call came between: this one checks the change
         if calls and previous is not None and previous.error and previous.tool == tool \
                 and previous.args_key == step.args_key:  # previous may be a skipped retry
@@ -244,6 +254,13 @@ class StepRepetition(Detector):
         self._reason("same_call", 0.9, "structure", f"{tool} called {len(calls)} times with equivalent arguments",
                      step.args_preview)
         return True
+
+    def _changed(self, since: int, step: Step) -> bool:
+        """Whether the state-changing calls after the first `since` may have changed what `step` looks up: one
+        naming no record, or the record `step` names, or any when `step` names none (or content is not captured).
+        A change to another order does not make a second look at this one a check of it."""
+        own = named_record(step.args_text)
+        return own is None or any(records is None or own in records for records in self._written[since:])
 
     def _unchanged_lookup(self, tool: str, step: Step, before: Step) -> bool:
         """Whether `step` repeats the lookup `before` to no purpose: read-only, the same result (not work in
