@@ -158,6 +158,22 @@ def test_a_figure_of_someone_elses_record_told_to_the_user() -> None:
     assert not classify(own.answer("You have used 3.2 GB of your 5.5 GB.")).findings
 
 
+def test_a_change_to_someone_elses_record_is_not_what_the_user_asked() -> None:
+    """FM-1.1 whatever the instructions say: the line changed is one whose lookup showed another phone number; not
+    when the run had read the user's own line too (it chose the other one) or when the change was refused."""
+    def run(name: str, number: str, result: object = "roaming enabled", error: str | None = None) -> Run:
+        r = Run(name).user(f"Hi, my number is {number}. Roaming does not work abroad.")
+        r.call("get_line", {"id": "L1"}, {"line_id": "L1", "phone_number": "555-010-2001", "roaming": False})
+        return r.call("enable_roaming", {"line_id": "L1"}, result, error=error)
+
+    found = classify(run("other", "555-010-2002").answer("Done: roaming is on for your line.")).findings
+    assert "FM-1.1" in found and found["FM-1.1"].reason.startswith("enable_roaming changed a record whose get_line")
+    assert found["FM-1.1"].quote == "L1"
+    assert "FM-1.1" not in classify(run("own", "555-010-2001").answer("Done: roaming is on.")).findings
+    refused = run("refused", "555-010-2002", "error: line suspended", "SuspendedError")
+    assert "FM-1.1" not in classify(refused.answer("Sorry, the line is suspended.")).findings
+
+
 def test_a_retry_that_passes_resolves_the_error() -> None:
     run = Run("retry").call("get_status", {"id": 1}, "timeout", error="TimeoutError")
     run.call("get_status", {"id": 1}, {"status": "ok"}).answer("All good.")

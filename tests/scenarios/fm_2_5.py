@@ -23,7 +23,7 @@ def generate(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str
     r = Run(f"{tag}-acts-on-someone-elses-record")
     r.user("Hi, my number is 555-010-2002.").call("find_records", {"owner": "me"}, {"ids": ["A-1", "A-2"]})
     r.call("get_record_details", {"id": "A-2"}, record).call("enable_feature", {"id": "A-2"}, "enabled")
-    yield r.name, {"FM-2.5", "FM-3.3"}, r.answer("The feature has been enabled for your line.")
+    yield r.name, {"FM-1.1", "FM-2.5", "FM-3.3"}, r.answer("The feature has been enabled for your line.")
     r = Run(f"{tag}-acts-on-the-users-record")
     r.user("Hi, my number is 555-010-2001.").call("find_records", {"owner": "me"}, {"ids": ["A-1", "A-2"]})
     r.call("get_record_details", {"id": "A-2"}, record).call("enable_feature", {"id": "A-2"}, "enabled")

@@ -1,7 +1,7 @@
 """FM-1.1 Disobey task specification: a step the task's rules forbid.
 
 Looks for: the rules the agent's instructions state (one tool call at a time, explicit confirmation before a
-  change); tools in `confirm_tools` called before the user was asked
+  change); tools in `confirm_tools` called before the user was asked; a change made to someone else's record
 Basis: content; structure for `confirm_tools`
 Content capture: yes, but for `confirm_tools`
 
@@ -13,7 +13,10 @@ The rules come from two places:
 - `confirm_tools`, tool patterns you configure that must only run after the user was asked, that is after a model
   call that ended its turn (no tool calls) since the run began or since the last such tool ran (structure).
 
-A run whose instructions state neither rule, with no `confirm_tools`, is never flagged."""
+Whatever the instructions say, a change that worked on a record whose lookup named another phone or email than the
+user gave (someone else's line or account; not when the run had read the user's own record of that kind) did
+other than the user asked (content; FM-2.5 reports the lookup disregarded). Otherwise a run whose instructions
+state neither rule, with no `confirm_tools`, is never flagged."""
 
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from ...config import DetectorSettings
 from ...model.steps import LLM, TOOL, Finding, Step
 from ...normalize.instructions import CONFIRM_FIRST, ONE_CALL_AT_A_TIME
 from ..detector import Detector
+from ..records import shared_records
 from ..signals import CONTENT, STRUCTURE, asks_for_tools, hands_over
 from ..tools import STATE_CHANGING, Globs
 
@@ -59,6 +63,7 @@ class TaskSpecification(Detector):
     def __init__(self, settings: TaskSpecificationSettings, trace, tools=None) -> None:
         super().__init__(settings, trace, tools)
         self.configured = bool(settings.confirm_tools)  # tool patterns to judge by, whatever the instructions
+        self.records = shared_records(self)
         self.begin()
 
     def begin(self) -> None:
@@ -70,6 +75,7 @@ class TaskSpecification(Detector):
         self.found: Finding | None = None
 
     def observe(self, step: Step) -> Finding | None:
+        self.records.observe(step)  # shared: each step is counted once, whichever detector feeds it
         if self.found is not None:
             return None
         if step.kind is LLM:
@@ -108,4 +114,9 @@ class TaskSpecification(Detector):
         return None
 
     def finish(self) -> Finding | None:
+        if self.found is None and self.records.wrong_write is not None:
+            record, step = self.records.wrong_write
+            self.found = Finding(self.code, 0.6, [record.step.span_id, step.span_id], f"{step.tool} changed a record "
+                                 f"whose {record.step.tool} result names another phone or email than the user gave: "
+                                 "not what the user asked for", CONTENT, quote=record.id)
         return self.found
