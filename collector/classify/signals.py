@@ -303,6 +303,13 @@ def named_record(args: str | None) -> str | None:
     return match.group(2) if match is not None else None
 
 
+def named_records(args: str | None) -> frozenset[str] | None:
+    """Every record a call's arguments name (each `*_id` or `id` value); None when they name none or are not
+    captured."""
+    records = frozenset(m.group(2) for m in RECORD_ID.finditer(args)) if args else None
+    return records or None
+
+
 def same_record(failed: Step, step: Step) -> bool:
     """Whether a call names the record a failed call named (content capture on): a change done another way (an
     exchange refused, the order's items modified instead)."""

@@ -500,12 +500,14 @@ merge(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     Part *parts = NULL; /* [block][column] */
     Buffer b = {NULL, NULL, 0, 0};
     uint64_t rows = 0;
+    size_t given = 0; /* the blocks' bytes together */
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(blocks); i++) {
         PyObject *block = PyList_GET_ITEM(blocks, i);
         if (!PyBytes_Check(block)) {
             PyErr_SetString(PyExc_TypeError, "blocks: a list of bytes");
             goto error;
         }
+        given += (size_t)PyBytes_GET_SIZE(block);
         Cursor c = {(const unsigned char *)PyBytes_AS_STRING(block),
                     (const unsigned char *)PyBytes_AS_STRING(block) + PyBytes_GET_SIZE(block)};
         while (c.p < c.end) {
@@ -547,10 +549,6 @@ merge(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         return PyBytes_FromStringAndSize(NULL, 0);
     }
     /* room for all of it at once: the merged block is shorter than its blocks together */
-    size_t given = 0;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(blocks); i++) {
-        given += (size_t)PyBytes_GET_SIZE(PyList_GET_ITEM(blocks, i));
-    }
     if (reserve(&b, given + 20) < 0) {
         goto error;
     }

@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 HEADER: Final = struct.Struct("<III")  # payload bytes, rows, CRC-32 of the payload
 _pack: Final = HEADER.pack
-_HEADER_BYTES: Final = HEADER.size
+HEADER_BYTES: Final = HEADER.size
 _crc32: Final = zlib.crc32
 SEGMENT_BYTES = 64 << 20
 READ_BYTES = 1 << 20
@@ -118,15 +118,15 @@ class DurableQueue:
             with open(self._segment(base), "rb") as f:
                 data = f.read()
             pos = max(start - base, 0)
-            while pos + HEADER.size <= len(data):
+            while pos + HEADER_BYTES <= len(data):
                 size, rows, crc = HEADER.unpack_from(data, pos)
                 if not (size or rows or crc) and data.count(0, pos) == len(data) - pos:
                     break  # the zeroed room of the segment that was being written
-                payload = data[pos + HEADER.size:pos + HEADER.size + size]
+                payload = data[pos + HEADER_BYTES:pos + HEADER_BYTES + size]
                 if len(payload) < size or zlib.crc32(payload) != crc:
                     break
-                self._count(base + pos, rows, HEADER.size + size)
-                pos += HEADER.size + size
+                self._count(base + pos, rows, HEADER_BYTES + size)
+                pos += HEADER_BYTES + size
             end = base + pos
             if pos < len(data):
                 if data.count(0, pos) < len(data) - pos:
@@ -165,8 +165,8 @@ class DurableQueue:
     def _header(self, offset: int) -> tuple[int, int]:
         """(rows, framed size) of the record at `offset`."""
         fd, base = self._fd(offset)
-        size, rows, _ = HEADER.unpack(os.pread(fd, HEADER.size, offset - base))
-        return rows, HEADER.size + size
+        size, rows, _ = HEADER.unpack(os.pread(fd, HEADER_BYTES, offset - base))
+        return rows, HEADER_BYTES + size
 
     def _records(self, start: int, stop: int, max_rows: int) -> tuple[int, int, list[bytes]]:
         """Whole records from `start` (not past `stop`) while they hold at most `max_rows` rows (at least one
@@ -175,7 +175,7 @@ class DurableQueue:
         offset, rows, payloads = start, 0, []
         buf: bytes | mmap.mmap = b""
         at = start
-        header, unpack = HEADER.size, HEADER.unpack_from
+        header, unpack = HEADER_BYTES, HEADER.unpack_from
         while offset < stop:
             pos = offset - at
             if pos + header > len(buf):
@@ -205,14 +205,14 @@ class DurableQueue:
     def append(self, rows: int, payload: bytes) -> int:
         """Write one record (the rows of a batch of verdicts); returns the rows dropped to stay within the bounds."""
         header = _pack(len(payload), rows, _crc32(payload))
-        size = _HEADER_BYTES + len(payload)
+        size = HEADER_BYTES + len(payload)
         dropped = 0
         with self._lock:
             if self._active_size + size > self._capacity:
                 self._rotate(size)
             at = self._active_size
-            self._map[at:at + _HEADER_BYTES] = header  # the payload is not copied behind its header first
-            self._map[at + _HEADER_BYTES:at + size] = payload
+            self._map[at:at + HEADER_BYTES] = header  # the payload is not copied behind its header first
+            self._map[at + HEADER_BYTES:at + size] = payload
             self._active_size = at + size
             self._end += size
             self._rows += rows

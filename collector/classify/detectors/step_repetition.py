@@ -33,7 +33,7 @@ from pydantic import Field
 from ...config import DetectorSettings
 from ...model.steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
-from ..signals import RECORD_ID, asks_for_tools, named_record, tool_error
+from ..signals import asks_for_tools, named_record, named_records, tool_error
 from ..tools import READ_ONLY, STATE_CHANGING, Globs
 
 EVIDENCE_LIMIT: Final = 50
@@ -81,13 +81,6 @@ class StepRepetitionSettings(DetectorSettings):
     # made once per settings, shared by the detectors of every trace (see DetectorSettings)
     polling: "ClassVar[cached_property[Globs]]" = cached_property(_polling)
     plain: "ClassVar[cached_property[Plain]]" = cached_property(_plain)
-
-
-def _records(args: str | None) -> frozenset[str] | None:
-    """The records a call's arguments name (every `*_id` or `id` value); None when they name none or are not
-    captured."""
-    records = frozenset(m.group(2) for m in RECORD_ID.finditer(args)) if args else None
-    return records or None
 
 
 class StepRepetition(Detector):
@@ -194,7 +187,7 @@ class StepRepetition(Detector):
         writes = self.tools.effect(tool) is STATE_CHANGING
         if writes and not step.error and tool_error(step) is None:  # a refused change changed nothing
             self._writes += 1
-            self._written.append(_records(step.args_text))
+            self._written.append(named_records(step.args_text))
         found = self._settle_unchanged() if not writes else None  # not a look before a change
         self._unchanged = None
         previous = self._last_tool
