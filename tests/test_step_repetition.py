@@ -218,6 +218,10 @@ def test_tool_call_outputs_and_short_outputs_do_not_fire() -> None:
     for finish in (("tool_call",), ("tool_calls",), ("tool-calls",)):
         assert run([reply(text, finish), reply(text, finish)])[1] is None
     assert run([reply("OK, done."), reply("OK, done.")])[1] is None  # shorter than output_min_chars
+    asking = [reply(text), reply(text)]  # no finish reason recorded, but tool-call parts in the output
+    for step in asking:
+        step.tool_calls = 1
+    assert run(asking)[1] is None
 
 
 def test_run_of_calls_without_arguments_fires_with_low_confidence_when_enabled() -> None:
@@ -259,8 +263,13 @@ def otlp_span(n: int, parent: int, name: str, start: int, end: int, **attrs: Any
 LLM_TOKENS = [(1000, 40), (1100, 50), (1200, 60), (1300, 70), (1400, 80)]  # five model calls
 
 
-def loop_request() -> ExportTraceServiceRequest:
-    """A model call before each of 4 identical tool calls, then a last model call answering."""
+ASKS = json.dumps([{"role": "assistant", "parts": [{"type": "tool_call", "id": "call_1", "name": "search_flights",
+                                                    "arguments": {"to": "Rome", "date": "2026-05-01"}}]}])
+
+
+def loop_request(outputs: bool = False) -> ExportTraceServiceRequest:
+    """A model call before each of 4 identical tool calls, then a last model call answering; `outputs`: the model
+    calls' captured outputs are their tool-call parts (no finish reason recorded)."""
     spans = [otlp_span(1, 0, "invoke_agent booker", 0, 100 * MS, gen_ai__operation__name="invoke_agent",
                        gen_ai__agent__name="booker")]
     t = MS
@@ -268,6 +277,8 @@ def loop_request() -> ExportTraceServiceRequest:
         spans.append(otlp_span(10 + i, 1, "chat gpt-4.1-mini", t, t + 5 * MS, gen_ai__operation__name="chat",
                                gen_ai__provider__name="openai", gen_ai__request__model="gpt-4.1-mini",
                                gen_ai__usage__input_tokens=tokens_in, gen_ai__usage__output_tokens=tokens_out))
+        if outputs and i < 4:
+            spans[-1].attributes.append(KeyValue(key="gen_ai.output.messages", value=AnyValue(string_value=ASKS)))
         t += 6 * MS
         if i < 4:
             spans.append(otlp_span(20 + i, 1, "execute_tool search_flights", t, t + 2 * MS,
@@ -279,10 +290,13 @@ def loop_request() -> ExportTraceServiceRequest:
                                                                    scope_spans=[ScopeSpans(spans=spans)])])
 
 
-def test_processor_verdict_counts_the_waste_of_repeated_calls() -> None:
+@pytest.mark.parametrize("outputs", [False, True], ids=["outputs not captured", "tool-call outputs"])
+def test_processor_verdict_counts_the_waste_of_repeated_calls(outputs: bool) -> None:
+    """The waste goes to the tool repeated, also when the model outputs asking for it were captured (the same
+    output each time: the calls' repetition, not a second one)."""
     sink = Sink()
     processor = Processor(ProcessorConfig(), [sink])
-    spans = records(loop_request()).spans
+    spans = records(loop_request(outputs)).spans
     processor.process(spans[1:] + spans[:1], now=0.0)  # as an SDK exports them: the root ends, and comes, last
     live = [m.code for inc in sink.increments for m in inc.modes]
     assert live == ["FM-1.3"] and not sink.verdicts  # published while the trace is still open

@@ -8,7 +8,8 @@ Content capture: tool arguments and results must be captured
 Signals, each seen as the steps arrive:
 - the same tool with equivalent arguments (canonically equal JSON) `min_occurrences` times or more;
 - short cycles of tool calls (A→B→A→B, period 2 to `cycle_max_period`) repeated `cycle_min_repeats` times;
-- identical model text outputs, `output_min_occurrences` times or more (content);
+- identical model text outputs, `output_min_occurrences` times or more (content); not outputs asking for tool
+  calls (by finish reason or tool-call parts): repeated, they are their calls' repetition;
 - with arguments not captured: the same tool called `unknown_args_min_run` times in a row (low confidence; off by
   default: paging, polling and batch lookups look the same);
 - a read-only call made again with the same result and no state-changing call since that may have touched what it
@@ -288,8 +289,8 @@ class StepRepetition(Detector):
         return False
 
     def _observe_output(self, step: Step, fingerprint: int) -> Finding | None:
-        if step.output_chars < self._output_min_chars or asks_for_tools(step):
-            return None
+        if step.output_chars < self._output_min_chars or step.tool_calls or asks_for_tools(step):
+            return None  # an output asking for tools is repeated as its calls are: their repetition is the finding
         if self._outputs is None:
             self._outputs = {}
         outputs = self._outputs.setdefault(fingerprint, [])
