@@ -49,6 +49,7 @@ class LiveListener(Protocol):
 
 
 NO_WASTE: Final = Waste()  # the waste of a trace without repeated steps; shared, never changed
+MAX_NAMING_SERVICES: Final = 10_000  # services remembered as naming their agents
 
 
 class Exporter(Protocol):
@@ -92,6 +93,8 @@ class Processor:
         self.exporters = list(exporters)
         self.telemetry = telemetry = telemetry or NullTelemetry()
         self._deferred: dict[Trace, None] = {}  # live findings waiting for the root or decision_wait
+        # services some of whose runs named their agent: their runs' live findings wait for the agent's name
+        self._naming_services: set[str] = set()
         self._unreadable = ThrottledLog(log)
         self._journal_errors = ThrottledLog(log)
         load_prices()
@@ -292,17 +295,24 @@ class Processor:
         """The traces whose live findings can be published now; the others wait (in `_deferred`). Published live
         only while the steps came in the order the final verdict reads them (else only the verdict counts), and
         once the root (which names the agent) arrived or `decision_wait` passed: the labels and the modes counted
-        then do not depend on the order spans arrive in."""
+        then do not depend on the order spans arrive in. A trace whose steps name no agent, of a service whose runs
+        have named one, waits for its root or its end: its series would be fixed under the service's name."""
         wait = self.config.decision_wait
         ready = []
         for trace in traces:
             if not trace.in_order:
                 continue
-            if trace.root is not None or now - trace.first_seen >= wait:
+            if trace.root is not None or trace.emitted is not None or (
+                    now - trace.first_seen >= wait and not self._unnamed_yet(trace)):
                 ready.append(trace)
             else:
                 self._deferred[trace] = None
         return ready
+
+    def _unnamed_yet(self, trace: Trace) -> bool:
+        """Whether the trace's agent is still unknown while its service's runs name theirs (on the root, mostly)."""
+        return bool(self._naming_services) and trace.first().service in self._naming_services and \
+            trace.agent() is None
 
     def drain(self, reason: str = SHUTDOWN) -> None:
         self.assembler.drain(reason)
@@ -321,7 +331,10 @@ class Processor:
         """The trace's service and agent, fixed when first published so all its series agree."""
         if trace.emitted is None:
             service = trace.first().service
-            trace.emitted = Published(service, trace.agent() or service)
+            agent = trace.agent()
+            if agent is not None and len(self._naming_services) < MAX_NAMING_SERVICES:
+                self._naming_services.add(service)
+            trace.emitted = Published(service, agent or service)
         return trace.emitted
 
     def _increment(self, published: Published, findings: Iterable[Finding], waste: Waste) -> Increment:

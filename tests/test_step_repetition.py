@@ -250,11 +250,11 @@ class Sink:
         pass
 
 
-def otlp_span(n: int, parent: int, name: str, start: int, end: int, **attrs: Any) -> Span:
+def otlp_span(n: int, parent: int, name: str, start: int, end: int, trace: bytes = b"\x07" * 16, **attrs: Any) -> Span:
     def value(v: Any) -> AnyValue:
         return AnyValue(int_value=v) if isinstance(v, int) else AnyValue(string_value=str(v))
 
-    return Span(trace_id=b"\x07" * 16, span_id=n.to_bytes(8, "big"),
+    return Span(trace_id=trace, span_id=n.to_bytes(8, "big"),
                 parent_span_id=parent.to_bytes(8, "big") if parent else b"", name=name,
                 start_time_unix_nano=start, end_time_unix_nano=end,
                 attributes=[KeyValue(key=k.replace("__", "."), value=value(v)) for k, v in attrs.items()])
@@ -267,21 +267,21 @@ ASKS = json.dumps([{"role": "assistant", "parts": [{"type": "tool_call", "id": "
                                                     "arguments": {"to": "Rome", "date": "2026-05-01"}}]}])
 
 
-def loop_request(outputs: bool = False) -> ExportTraceServiceRequest:
+def loop_request(outputs: bool = False, trace: bytes = b"\x07" * 16) -> ExportTraceServiceRequest:
     """A model call before each of 4 identical tool calls, then a last model call answering; `outputs`: the model
     calls' captured outputs are their tool-call parts (no finish reason recorded)."""
-    spans = [otlp_span(1, 0, "invoke_agent booker", 0, 100 * MS, gen_ai__operation__name="invoke_agent",
+    spans = [otlp_span(1, 0, "invoke_agent booker", 0, 100 * MS, trace, gen_ai__operation__name="invoke_agent",
                        gen_ai__agent__name="booker")]
     t = MS
     for i, (tokens_in, tokens_out) in enumerate(LLM_TOKENS):
-        spans.append(otlp_span(10 + i, 1, "chat gpt-4.1-mini", t, t + 5 * MS, gen_ai__operation__name="chat",
+        spans.append(otlp_span(10 + i, 1, "chat gpt-4.1-mini", t, t + 5 * MS, trace, gen_ai__operation__name="chat",
                                gen_ai__provider__name="openai", gen_ai__request__model="gpt-4.1-mini",
                                gen_ai__usage__input_tokens=tokens_in, gen_ai__usage__output_tokens=tokens_out))
         if outputs and i < 4:
             spans[-1].attributes.append(KeyValue(key="gen_ai.output.messages", value=AnyValue(string_value=ASKS)))
         t += 6 * MS
         if i < 4:
-            spans.append(otlp_span(20 + i, 1, "execute_tool search_flights", t, t + 2 * MS,
+            spans.append(otlp_span(20 + i, 1, "execute_tool search_flights", t, t + 2 * MS, trace,
                                    gen_ai__operation__name="execute_tool", gen_ai__tool__name="search_flights",
                                    gen_ai__tool__call__arguments='{"to": "Rome", "date": "2026-05-01"}'))
             t += 3 * MS
@@ -313,6 +313,35 @@ def test_processor_verdict_counts_the_waste_of_repeated_calls(outputs: bool) -> 
     assert verdict.wasted_cost_usd > 0
     assert abs(verdict.wasted_cost_usd - expected) < 1e-9
     assert out["failure_modes"]["FM-1.3"]["evidence"] == [(20 + i).to_bytes(8, "big").hex() for i in range(4)]
+
+
+def test_a_loop_waits_for_its_agents_name_where_the_services_runs_name_theirs() -> None:
+    """Only the root names the agent and it comes last: a loop found before it is published under the agent's
+    name, not the service's, once the service's runs are known to name their agent; until then, as before."""
+    sink = Sink()
+    processor = Processor(ProcessorConfig(), [sink])
+    first = records(loop_request(trace=b"\x05" * 16)).spans
+    processor.process(first[1:], now=0.0)  # the service's first run: nothing says its runs name an agent
+    processor.tick(10.0)  # decision_wait passed
+    assert [(i.service, i.agent) for i in sink.increments] == [("travel", "travel")]
+    processor.process(first[:1], now=10.0)
+    processor.tick(100.0)
+    assert [v.agent for v in sink.verdicts] == ["travel"]  # its labels were fixed when first published
+    second = records(loop_request(trace=b"\x06" * 16)).spans
+    processor.process(second, now=100.0)  # a run whose root came: it names the agent
+    processor.tick(200.0)
+    third = records(loop_request(trace=b"\x08" * 16)).spans
+    published = len(sink.increments)
+    processor.process(third[1:], now=200.0)
+    processor.tick(210.0)
+    processor.tick(400.0)
+    assert len(sink.increments) == published  # waiting for the agent's name
+    processor.process(third[:1], now=400.0)
+    processor.tick(401.0)
+    (live,) = sink.increments[published:]
+    assert (live.service, live.agent, [m.code for m in live.modes]) == ("travel", "booker", ["FM-1.3"])
+    processor.drain()
+    assert sink.verdicts[-1].agent == "booker" and sink.verdicts[-1].waste.repeated_by_tool == {"search_flights": 3}
 
 
 class Failing(Sink):
