@@ -170,13 +170,17 @@ class PrometheusExporter:
     def __init__(self, config: PrometheusExporterConfig, registry: CollectorRegistry | None = None,
                  pages: Mapping[str, bytes] | None = None,
                  api: Mapping[str, Callable[[str], tuple[int, dict[str, Any]]]] | None = None,
-                 views: Mapping[str, Callable[[str], tuple[int, str]]] | None = None) -> None:
+                 views: Mapping[str, Callable[[str], tuple[int, str]]] | None = None,
+                 queries: Mapping[str, Callable[[str, Mapping[str, str]], tuple[int, Any]]] | None = None) -> None:
         self.config = config
         self.pages = dict(pages or {})  # path -> an HTML page served beside /metrics, without auth: static text
         self.api = dict(api or {})  # path prefix -> the JSON reply to a GET under it (with auth, as /metrics)
         # path prefix -> the HTML page of a GET under it (with auth: stored data), made on another thread (it may
         # query the store)
         self.views = dict(views or {})
+        # path prefix -> the JSON reply to a GET under it, given its query parameters, made on another thread (it
+        # queries the store: what `mastwatch top` and `show` ask a server holding the store's directory)
+        self.queries = dict(queries or {})
         self.registry = registry = registry or CollectorRegistry()
         self.self_metrics = SelfMetrics(registry)
         self.limit = LabelLimiter(config.max_label_values, lambda label: self.self_metrics.label_overflow.labels(
@@ -209,6 +213,11 @@ class PrometheusExporter:
         for prefix, answer in self.api.items():
             if request.path.startswith(prefix):
                 status, body = answer(request.path)
+                return web.json_response(body, status=status)
+        for prefix, query in self.queries.items():
+            if request.path.startswith(prefix):
+                status, body = await asyncio.get_running_loop().run_in_executor(None, query, request.path,
+                                                                                dict(request.query))
                 return web.json_response(body, status=status)
         for prefix, view in self.views.items():
             if request.path.startswith(prefix):

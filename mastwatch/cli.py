@@ -285,7 +285,9 @@ def cmd_schema(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_top(args: argparse.Namespace, config: Config) -> int:
+    from mastwatch import remote
     from mastwatch.exporter.store import open_engine
+    from mastwatch.exporter.store.chdb_engine import StoreInUse
     from mastwatch.exporter.store.queries import Filters, run, time_bound
 
     now = time.time_ns()
@@ -299,16 +301,23 @@ def cmd_top(args: argparse.Namespace, config: Config) -> int:
     store = config.exporters.store
     try:
         engine = open_engine(store, create=False)
-    except OSError as e:  # no store there, or a server holds the directory
+    except StoreInUse as e:  # a running server holds the directory: it answers the query
+        try:
+            rows = remote.ask_top(config, args.what, filters)
+        except OSError as unreachable:
+            print(f"mastwatch top: {remote.held_and_unreachable(e, unreachable)}", file=sys.stderr)
+            return 1
+    except OSError as e:  # no store there
         print(f"mastwatch top: {e}", file=sys.stderr)
         return 1
-    try:
-        rows = run(engine, store.database, args.what, filters)
-    except Exception as e:
-        print(f"mastwatch top: query failed: {e}", file=sys.stderr)
-        return 1
-    finally:
-        engine.close()
+    else:
+        try:
+            rows = run(engine, store.database, args.what, filters)
+        except Exception as e:
+            print(f"mastwatch top: query failed: {e}", file=sys.stderr)
+            return 1
+        finally:
+            engine.close()
     print(format_table(rows) if rows else "(no rows)")
     return 0
 

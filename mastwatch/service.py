@@ -7,7 +7,10 @@ import gc
 import logging
 import os
 import threading
+from collections.abc import Mapping
+from typing import Any
 
+from mastwatch import remote
 from mastwatch.collector.judge.stage import Judge
 from mastwatch.collector.processor import Exporter, LiveListener, Processor
 from mastwatch.collector.receiver.grpc_server import GrpcReceiver
@@ -39,13 +42,16 @@ class Service:
         self.recent = RecentFindings()  # asked by agents about their own run (mastwatch.guard)
         self.prometheus = PrometheusExporter(config.exporters.prometheus, pages={runbooks.PATH: runbooks.page()},
                                              api={recent.PATH: self.recent.answer},
-                                             views={trace_page.PATH: self._trace_page})
+                                             views={trace_page.PATH: self._trace_page},
+                                             queries={remote.TOP_PATH: self._query, remote.RUN_PATH: self._query})
         self.webhooks = WebhookNotifier(config.exporters.webhooks, self.prometheus.registry) \
             if config.exporters.webhooks else None
         telemetry = self.prometheus.self_metrics
         telemetry.queue_capacity.labels("spans").set(config.processor.queue_spans)
         telemetry.queue_capacity.labels("bytes").set(config.processor.queue_mib << 20)
         self.store = StoreExporter(config.exporters.store, telemetry) if config.exporters.store.enabled else None
+        store = config.exporters.store
+        self._answers = remote.answers(self.store.engine, store.database, store.steps) if self.store else {}
         self._trace_view = trace_page.view(self.store.engine, config.exporters.store.database,
                                            config.exporters.store.steps, config.dashboards.trace_url) \
             if self.store is not None else None
@@ -100,6 +106,17 @@ class Service:
         if self._trace_view is None:
             return 404, trace_page.error_page("This mastwatch keeps no store (exporters.store.enabled is false).")
         return self._trace_view(path)
+
+    def _query(self, path: str, query: Mapping[str, str]) -> tuple[int, Any]:
+        """GET /v1/top/..., /v1/runs/...: what `mastwatch top` and `show` ask while this process holds the store."""
+        for prefix, answer in self._answers.items():
+            if path.startswith(prefix):
+                try:
+                    return answer(path, query)
+                except Exception as e:  # the store not reachable, or not migrated yet
+                    log.warning("cannot answer %s from the store (%s)", path, e)
+                    return 503, {"error": f"the store cannot be read now: {e}"}
+        return 404, {"error": "this mastwatch keeps no store (exporters.store.enabled is false)"}
 
     def start(self) -> None:
         gc.set_threshold(*GC_THRESHOLDS)

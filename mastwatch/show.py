@@ -122,7 +122,9 @@ def format_run(stored: StoredRun) -> str:
 def load(config: Config, text: str, command: str) -> tuple[int, StoredRun | None]:
     """The run `text` names from the configured store: (0, the run), or (exit status, None) after one line on
     stderr saying what is wrong."""
+    from mastwatch import remote
     from mastwatch.exporter.store import open_engine
+    from mastwatch.exporter.store.chdb_engine import StoreInUse
 
     try:
         trace_id = trace_id_of(text)
@@ -132,16 +134,23 @@ def load(config: Config, text: str, command: str) -> tuple[int, StoredRun | None
     store = config.exporters.store
     try:
         engine = open_engine(store, create=False)
-    except OSError as e:  # no store there, or a server holds the directory
+    except StoreInUse as e:  # a running server holds the directory: it answers
+        try:
+            stored = remote.ask_run(config, trace_id)
+        except OSError as unreachable:
+            print(f"mastwatch {command}: {remote.held_and_unreachable(e, unreachable)}", file=sys.stderr)
+            return 1, None
+    except OSError as e:  # no store there
         print(f"mastwatch {command}: {e}", file=sys.stderr)
         return 1, None
-    try:
-        stored = stored_run(engine, store.database, trace_id, store.steps)
-    except Exception as e:
-        print(f"mastwatch {command}: query failed: {e}", file=sys.stderr)
-        return 1, None
-    finally:
-        engine.close()
+    else:
+        try:
+            stored = stored_run(engine, store.database, trace_id, store.steps)
+        except Exception as e:
+            print(f"mastwatch {command}: query failed: {e}", file=sys.stderr)
+            return 1, None
+        finally:
+            engine.close()
     if stored is None:
         where = store.path if store.engine == "chdb" else f"database {store.database}"
         print(f"mastwatch {command}: trace {trace_id} is not in the store ({where})", file=sys.stderr)

@@ -60,7 +60,9 @@ def test_a_store_another_process_holds_is_one_clear_line(tmp_path: Path) -> None
                      ("report", "--out", "r.html", "--store-path", store),
                      ("top", "traces", "--store-path", store), ("show", "0" * 31 + "1", "--store-path", store)):
             code, lines = _run(*args, cwd=tmp_path)
-            assert code == 1 and len(lines) == 1 and "in use by another process" in lines[0], (args, lines)
+            # top and show ask the server at the configured metrics endpoint, which is not this one's
+            assert code == 1 and len(lines) == 1, (args, lines)
+            assert "in use by another process" in lines[0] or "held by another process" in lines[0], (args, lines)
     finally:
         first.terminate()
         first.wait(60)

@@ -164,3 +164,35 @@ def test_threads_carry_their_names_at_the_os_level(server) -> None:
             names.add(Path(f"/proc/self/task/{tid}/comm").read_text().strip())
     assert {"mw-processor", "mw-store", "otlp-http"} <= names
     assert any(name.startswith("otlp-grpc_") for name in names)
+
+
+def test_top_and_show_ask_the_server_that_holds_the_store(server, tmp_path: Path) -> None:
+    """chDB lets one process open the store: `top` and `show` run beside the server read through its metrics port,
+    as they would read the store themselves; with no server there, one line says what to pass."""
+    import subprocess
+
+    tp = provider("http", server.http_url)
+    tracer = tp.get_tracer("test")
+    with agent_run(tracer) as root:
+        for _ in range(4):
+            step(tracer, "kubectl_get_pods", {"namespace": "prod"})
+    trace_id = format(root.get_span_context().trace_id, "032x")
+    server.wait_for(lambda: server.rows("SELECT count() AS n FROM {db}.mast_traces")[0]["n"] == 1)
+    store = server.service.config.exporters.store.path
+    endpoint = server.metrics_url.removeprefix("http://").removesuffix("/metrics")
+    mastwatch = [sys.executable, "-m", "mastwatch.cli"]
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*mastwatch, *args, "--store-path", store], capture_output=True, text=True,
+                              timeout=120, cwd=tmp_path)
+
+    top = cli("top", "traces", "--set", f"exporters.prometheus.endpoint={endpoint}")
+    assert top.returncode == 0 and trace_id[:12] in top.stdout and "FM-1.3" in top.stdout, top
+    shown = cli("show", trace_id, "--set", f"exporters.prometheus.endpoint={endpoint}")
+    assert shown.returncode == 0 and "kubectl_get_pods" in shown.stdout and "FM-1.3" in shown.stdout, shown
+    missing = cli("show", "0" * 31 + "1", "--set", f"exporters.prometheus.endpoint={endpoint}")
+    assert missing.returncode == 1 and "is not in the store" in missing.stderr, missing
+    unreachable = cli("top", "traces", "--set", "exporters.prometheus.endpoint=127.0.0.1:1")
+    assert unreachable.returncode == 1 and "held by another process" in unreachable.stderr, unreachable
+    assert "Code: 76" not in unreachable.stderr  # chDB's own error is not printed beside ours
+    tp.shutdown()

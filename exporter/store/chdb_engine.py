@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import threading
@@ -18,6 +19,10 @@ INSERT_SETTINGS = "input_format_parallel_parsing = 0, max_partitions_per_insert_
 class StoreInUse(OSError):
     """The directory is held by another process's chDB (a running `mastwatch serve` or `demo`)."""
 
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
 
 class ChdbEngine:
     def __init__(self, path: str, create: bool = True) -> None:
@@ -28,12 +33,15 @@ class ChdbEngine:
         elif not os.path.isdir(self.path):
             raise FileNotFoundError(f"no store at {self.path}: start `mastwatch serve` (or `demo`) with it, or pass "
                                     "--store-path")
+        if _held(os.path.join(self.path, "status")):  # asked first: chDB would print its own error too
+            raise StoreInUse(f"the store in {self.path} is in use by another process (a running mastwatch "
+                             "serve or demo): stop it, or use another --store-path", self.path)
         try:
             self._session = session.Session(self.path)
         except RuntimeError as e:
             if os.path.exists(os.path.join(self.path, "status")):  # chDB's lock file, held by its server
                 raise StoreInUse(f"the store in {self.path} is in use by another process (a running mastwatch "
-                                 "serve or demo): stop it, or use another --store-path") from None
+                                 "serve or demo): stop it, or use another --store-path", self.path) from None
             raise OSError(f"cannot open the store in {self.path}: {e}") from None
         self._lock = threading.Lock()
         self.command("SET output_format_json_quote_64bit_integers = 0")  # numbers read back as numbers
@@ -67,6 +75,21 @@ class ChdbEngine:
     def close(self) -> None:
         with self._lock:
             self._session.close()
+
+
+def _held(status: str) -> bool:
+    """Whether another chDB holds the directory whose lock file is `status` (it keeps an exclusive flock on it)."""
+    try:
+        fd = os.open(status, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # (releases the lock taken)
+    return False
 
 
 def _escaped(value: Any) -> str:

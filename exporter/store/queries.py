@@ -263,6 +263,21 @@ class Filters:
     limit: int = 20
     new_since_ns: int = 0
 
+    def query(self) -> dict[str, str]:
+        """The filters as URL query parameters (`from_query` reads them back)."""
+        return {k: str(v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_query(cls, query: dict[str, str]) -> Filters:
+        """ValueError when a parameter is missing or not of its type."""
+        try:
+            return cls(since_ns=int(query["since_ns"]), until_ns=int(query["until_ns"]),
+                       service=query.get("service", ""), agent=query.get("agent", ""), model=query.get("model", ""),
+                       mode=query.get("mode", ""), limit=int(query.get("limit", "20")),
+                       new_since_ns=int(query.get("new_since_ns", "0")))
+        except KeyError as e:
+            raise ValueError(f"missing query parameter {e}") from None
+
     def params(self) -> dict[str, Any]:
         values = asdict(self)
         values["since"], values["until"] = _datetime64(values.pop("since_ns")), _datetime64(values.pop("until_ns"))

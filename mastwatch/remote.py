@@ -1,0 +1,111 @@
+"""What `mastwatch top` and `show` read from a running server, when that server holds the store.
+
+chDB lets one process open a data directory: while `mastwatch serve` or `demo` writes the store, another process
+cannot read it. The server answers the same queries on its metrics port instead (with its bearer token check):
+`GET /v1/top/<query>?<filters>` (the rows, as JSON) and `GET /v1/runs/<trace id>` (the run as the store holds it).
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from mastwatch.config import Config
+from mastwatch.exporter.store.chdb_engine import StoreInUse
+from mastwatch.exporter.store.engine import Engine
+from mastwatch.exporter.store.queries import QUERIES, Filters, StoredRun, run, stored_run, trace_id_of
+
+TOP_PATH = "/v1/top/"
+RUN_PATH = "/v1/runs/"
+TIMEOUT_S = 30.0
+
+
+class Unreachable(OSError):
+    """No server answered at the configured metrics endpoint."""
+
+
+def held_and_unreachable(held: StoreInUse, unreachable: OSError) -> str:
+    """The line saying neither the store nor a server holding it could be read."""
+    return (f"the store in {held.path} is held by another process (a running mastwatch serve or "
+            f"demo), and {unreachable}: run this with the configuration that server runs with (--config, or --set "
+            "exporters.prometheus.endpoint=HOST:PORT)")
+
+
+def answers(engine: Engine, database: str, steps_setting: str) -> dict[str, Callable[[str, Mapping[str, str]],
+                                                                                  tuple[int, Any]]]:
+    """The server's side: path prefix -> (status, JSON body) of a GET under it."""
+    def top(path: str, query: Mapping[str, str]) -> tuple[int, Any]:
+        name = path[len(TOP_PATH):]
+        if name not in QUERIES:
+            return 404, {"error": f"no query {name!r}; one of {', '.join(QUERIES)}"}
+        try:
+            filters = Filters.from_query(dict(query))
+        except ValueError as e:
+            return 400, {"error": str(e)}
+        return 200, run(engine, database, name, filters)
+
+    def one_run(path: str, query: Mapping[str, str]) -> tuple[int, Any]:
+        try:
+            trace_id = trace_id_of(path[len(RUN_PATH):])
+        except ValueError as e:
+            return 400, {"error": str(e)}
+        stored = stored_run(engine, database, trace_id, steps_setting)
+        if stored is None:
+            return 404, {"error": f"trace {trace_id} is not in the store"}
+        body = asdict(stored)
+        body.pop("marks")  # made again from the findings
+        return 200, body
+
+    return {TOP_PATH: top, RUN_PATH: one_run}
+
+
+def ask_top(config: Config, name: str, filters: Filters) -> list[dict[str, Any]]:
+    """The rows of `top` query `name` from the server at the configured metrics endpoint."""
+    return _get(config, f"{TOP_PATH}{name}?{urllib.parse.urlencode(filters.query())}")
+
+
+def ask_run(config: Config, trace_id: str) -> StoredRun | None:
+    """The run from the server at the configured metrics endpoint; None when its store has no row of it."""
+    try:
+        body = _get(config, f"{RUN_PATH}{trace_id}")
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return None
+        raise
+    return StoredRun(**body)
+
+
+def endpoint_url(config: Config) -> str:
+    prometheus = config.exporters.prometheus
+    return f"{'https' if prometheus.tls else 'http'}://{prometheus.endpoint}"
+
+
+def _get(config: Config, path: str) -> Any:
+    prometheus = config.exporters.prometheus
+    request = urllib.request.Request(endpoint_url(config) + path)
+    auth = prometheus.auth
+    if auth is not None:
+        token = auth.token.get_secret_value() if auth.token is not None else \
+            Path(auth.filename).read_text(encoding="utf-8").strip() if auth.filename else ""
+        request.add_header("Authorization", f"Bearer {token}")
+    # the server's own certificate is trusted: it is this configuration's (mostly self-signed)
+    context = ssl.create_default_context(cafile=prometheus.tls.cert_file) if prometheus.tls is not None else None
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=context) as reply:
+            return json.loads(reply.read())
+    except urllib.error.HTTPError as e:
+        try:
+            reason = json.loads(e.read()).get("error", e.reason)
+        except (ValueError, AttributeError):
+            reason = e.reason
+        raise urllib.error.HTTPError(e.url, e.code, str(reason), e.headers, None) from None
+    except (urllib.error.URLError, OSError) as e:
+        raise Unreachable(f"no mastwatch answers at {endpoint_url(config)} "
+                          f"({getattr(e, 'reason', e)})") from None
