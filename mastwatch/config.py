@@ -10,6 +10,7 @@ MASTWATCH_RECEIVER__HTTP__ENDPOINT=0.0.0.0:4318. Values are YAML (numbers, boole
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Mapping
@@ -53,38 +54,56 @@ class Config(BaseModel):
     rules: RulesConfig = RulesConfig()
 
 
-def _detectors(config: Config) -> None:
-    """Every `processor.detectors.<code>` (and per agent) names a detector and holds valid settings for it."""
+def _detector_problems(doc: Mapping[str, Any]) -> list[str]:
+    """Every `processor.detectors.<code>` (and per agent) names a detector and holds valid settings for it. Read
+    from the document, so that they are reported with the rest of its problems."""
     from mastwatch.collector.classify.detectors import DetectorError, load_detectors
 
     try:
-        available = load_detectors()  # the built-in detectors and the installed plugins'
+        available = load_detectors()  # the built-in detectors and the installed plugins' (each checked)
     except DetectorError as e:
         raise ConfigError(str(e)) from None
+    processor = doc.get("processor")
+    if not isinstance(processor, Mapping):
+        return []
+    sections = [("processor.detectors", processor.get("detectors"))]
+    agents = processor.get("agents")
+    if isinstance(agents, list):
+        sections += [(f"processor.agents[{i}].detectors", a.get("detectors")) for i, a in enumerate(agents)
+                     if isinstance(a, Mapping)]
     problems = []
-    sections = [("processor.detectors", config.processor.detectors)] + [
-        (f"processor.agents[{i}].detectors", a.detectors) for i, a in enumerate(config.processor.agents)]
     for section, detectors in sections:
+        if not isinstance(detectors, Mapping):  # absent, or a type the model reports
+            continue
         for code, settings in detectors.items():
             where = f"{section}.{code}"
             if code not in available:
                 problems.append(f"  {where}: no detector for this failure mode; detectors: {sorted(available)}")
                 continue
+            model = available[code].Settings
             try:
-                available[code].Settings.model_validate(settings or {})
+                model.model_validate(settings or {})
             except ValidationError as e:
-                problems += _problems(e, where)
-    if problems:
-        raise ConfigError("invalid configuration:\n" + "\n".join(problems))
+                problems += _problems(e, where, model)
+    return problems
 
 
-def _endpoints(config: Config) -> None:
-    for name, endpoint in (("receiver.grpc.endpoint", config.receiver.grpc.endpoint),
-                           ("receiver.http.endpoint", config.receiver.http.endpoint),
-                           ("exporters.prometheus.endpoint", config.exporters.prometheus.endpoint)):
+def _endpoint_problems(doc: Mapping[str, Any]) -> list[str]:
+    problems = []
+    for path in (("receiver", "grpc", "endpoint"), ("receiver", "http", "endpoint"),
+                 ("exporters", "prometheus", "endpoint")):
+        endpoint: Any = doc
+        for key in path:
+            endpoint = endpoint.get(key) if isinstance(endpoint, Mapping) else None
+        if not isinstance(endpoint, str):  # the default, or a type the model reports
+            continue
+        name = ".".join(path)
         _, sep, port = endpoint.rpartition(":")
-        if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise ConfigError(f"{name}: {endpoint!r} is not host:port")
+        if not sep or not port.isdigit():
+            problems.append(f"  {name}: {endpoint!r} is not host:port")
+        elif not 0 <= int(port) <= 65535:
+            problems.append(f"  {name}: port {port} of {endpoint!r} is not between 0 and 65535")
+    return problems
 
 
 def merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -107,14 +126,26 @@ def _nested(path: list[str], value: Any) -> dict[str, Any]:
 
 def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     doc: dict[str, Any] = {}
-    for name, raw in environ.items():
+    for name, path in _env_paths(environ):
+        doc = merge(doc, _nested(path, _yaml_value(environ[name], name)))
+    return doc
+
+
+def env_sources(environ: Mapping[str, str]) -> dict[str, str]:
+    """The key paths the environment sets (`processor.decision_wait`) -> the variables setting them."""
+    return {".".join(path): name for name, path in _env_paths(environ)}
+
+
+def _env_paths(environ: Mapping[str, str]) -> list[tuple[str, list[str]]]:
+    paths = []
+    for name in environ:
         if not name.startswith(ENV_PREFIX) or "__" not in name or name == "MASTWATCH_CONFIG":
             continue
         path = [p.lower() for p in name[len(ENV_PREFIX):].split("__")]
         # detector codes are upper case with a dash: FM_1_3 in a variable name means FM-1.3
-        path = [p.upper().replace("_", "-", 1).replace("_", ".") if p.startswith("fm_") else p for p in path]
-        doc = merge(doc, _nested(path, _yaml_value(raw, name)))
-    return doc
+        paths.append((name, [p.upper().replace("_", "-", 1).replace("_", ".") if p.startswith("fm_") else p
+                             for p in path]))
+    return paths
 
 
 def _yaml_value(raw: str, source: str) -> Any:
@@ -138,17 +169,36 @@ def set_overrides(assignments: list[str]) -> dict[str, Any]:
     return doc
 
 
-def _problems(error: ValidationError, prefix: str = "") -> list[str]:
+def _problems(error: ValidationError, prefix: str = "", model: type[BaseModel] | None = Config,
+              sources: Mapping[str, str] | None = None) -> list[str]:
+    """One line per error: where, what, the value given; for an unknown key, the known keys it may have meant;
+    for a value set by an environment variable, its name. `model`: the model `prefix` names."""
     lines = []
     for e in error.errors():
-        where = ".".join([prefix] * bool(prefix) + [str(p) for p in e["loc"]]) or "(top level)"
-        lines.append(f"  {where}: {e['msg']}" + (f" (got {e['input']!r})" if e["type"] != "missing" and
-                                                 not isinstance(e.get("input"), dict) else ""))
+        loc = [str(p) for p in e["loc"]]
+        where = ".".join([prefix] * bool(prefix) + loc) or "(top level)"
+        line = f"  {where}: {e['msg']}" + (f" (got {e['input']!r})" if e["type"] != "missing" and
+                                           not isinstance(e.get("input"), dict) else "")
+        if e["type"] == "extra_forbidden" and loc:
+            known = _fields(model, loc[:-1])
+            close = difflib.get_close_matches(loc[-1], known, n=1) if known else []
+            if close:
+                line += f"; did you mean {'.'.join([prefix] * bool(prefix) + loc[:-1] + close)}?"
+        source = next((name for key, name in (sources or {}).items() if where == key or where.startswith(key + ".")),
+                      None)
+        if source is not None:
+            line += f" (from ${source})"
+        lines.append(line)
     return lines
 
 
-def _describe(error: ValidationError) -> str:
-    return "invalid configuration:\n" + "\n".join(_problems(error))
+def _fields(model: type[BaseModel] | None, path: list[str]) -> list[str]:
+    """The keys of the settings `path` names under `model` (none when it is not a model: a list, a mapping)."""
+    for part in path:
+        field = model.model_fields.get(part) if model is not None else None
+        annotation = field.annotation if field is not None else None
+        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    return list(model.model_fields) if model is not None else []
 
 
 def load(path: str | None = None, overrides: Mapping[str, Any] | None = None,
@@ -170,12 +220,15 @@ def load(path: str | None = None, overrides: Mapping[str, Any] | None = None,
         doc = loaded
     doc = merge(doc, env_overrides(environ))
     doc = merge(doc, overrides or {})
+    problems: list[str] = []
+    config: Config | None = None
     try:
         config = Config.model_validate(doc)
     except ValidationError as e:
-        raise ConfigError(_describe(e)) from None
+        problems += _problems(e, sources=env_sources(environ))
     except ValueError as e:
         raise ConfigError(f"invalid configuration: {e}") from None
-    _detectors(config)
-    _endpoints(config)
+    problems += _detector_problems(doc) + _endpoint_problems(doc)
+    if problems or config is None:
+        raise ConfigError("invalid configuration:\n" + "\n".join(problems))
     return config

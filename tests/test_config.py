@@ -103,6 +103,25 @@ def test_errors_in_environment_name_the_variable() -> None:
         set_overrides(["processor.decision_wait"])
 
 
+def test_every_problem_is_reported_at_once_with_what_was_meant() -> None:
+    """The model's, the detectors' settings' and the endpoints' problems in one message; a mistyped key names the
+    key it resembles, and a value the environment set names its variable."""
+    doc = {"receiver": {"http": {"endpont": "127.0.0.1:4318"}, "grpc": {"endpoint": "127.0.0.1:99999"}},
+           "processor": {"decision_wait": "soon", "detectors": {"FM-1.3": {"min_occurences": 3}}}}
+    with pytest.raises(ConfigError) as raised:
+        load(None, doc, environ={"MASTWATCH_PROCESSOR__MAX_TRACE": "7"})
+    lines = str(raised.value).splitlines()[1:]
+    assert len(lines) == 5, lines
+    assert "  receiver.http.endpont: Extra inputs are not permitted (got '127.0.0.1:4318'); did you mean " \
+        "receiver.http.endpoint?" in lines
+    assert any(line.startswith("  processor.decision_wait:") for line in lines)
+    assert "  processor.detectors.FM-1.3.min_occurences: Extra inputs are not permitted (got 3); did you mean " \
+        "processor.detectors.FM-1.3.min_occurrences?" in lines
+    assert "  receiver.grpc.endpoint: port 99999 of '127.0.0.1:99999' is not between 0 and 65535" in lines
+    assert "  processor.max_trace: Extra inputs are not permitted (got 7); did you mean processor.max_traces? " \
+        "(from $MASTWATCH_PROCESSOR__MAX_TRACE)" in lines
+
+
 def test_file_errors(tmp_path: Path) -> None:
     missing = str(tmp_path / "absent.yaml")
     assert missing in file_error(missing)
