@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import gc
 import logging
 import os
+import socket
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -36,8 +38,33 @@ log = logging.getLogger(__name__)
 GC_THRESHOLDS = (2_000_000, 20, 100)
 
 
+def occupied_endpoints(config: Config) -> list[str]:
+    """The configured listening endpoints another process already listens on, each with what it is for: asked
+    before anything starts, so that every one is told at once (and the store is not opened in vain)."""
+    r = config.receiver
+    wanted = [("OTLP/gRPC", r.grpc.endpoint, r.grpc.enabled), ("OTLP/HTTP", r.http.endpoint, r.http.enabled),
+              ("metrics", config.exporters.prometheus.endpoint, True)]
+    occupied = []
+    for what, endpoint, enabled in wanted:
+        host, _, port = endpoint.rpartition(":")
+        host = host.strip("[]") or "0.0.0.0"
+        if not enabled or not port.isdigit() or int(port) == 0:
+            continue
+        try:
+            socket.create_server((host, int(port)), family=socket.AF_INET6 if ":" in host else socket.AF_INET).close()
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                occupied.append(f"{what} on {endpoint}")
+    return occupied
+
+
 class Service:
     def __init__(self, config: Config) -> None:
+        occupied = occupied_endpoints(config)
+        if occupied:
+            raise OSError(f"cannot listen for {', '.join(occupied)}: address already in use (another mastwatch, "
+                          "or another server; change the endpoints with --grpc-endpoint, --http-endpoint, "
+                          "--metrics-endpoint)")
         self.config = config
         self.recent = RecentFindings()  # asked by agents about their own run (mastwatch.guard)
         self.prometheus = PrometheusExporter(config.exporters.prometheus, pages={runbooks.PATH: runbooks.page()},

@@ -300,18 +300,23 @@ def test_every_demo_behaviour_shows_its_failure_mode(server) -> None:
         (p.agent, b): modes for p in FLEET for b, modes in expected.items()}
 
 
-def test_a_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
+def test_ports_in_use_are_one_clear_line(tmp_path: Path) -> None:
+    """Every endpoint taken is named at once, before the store is opened; nothing else is printed (no gRPC core
+    log line, no chDB shutdown error)."""
+    with socket.socket() as http_taken, socket.socket() as metrics_taken:
+        for taken in (http_taken, metrics_taken):
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+        http, metrics = http_taken.getsockname()[1], metrics_taken.getsockname()[1]
         result = subprocess.run([*MASTWATCH, "serve", "--grpc-endpoint", f"127.0.0.1:{_free_port()}",
-                                 "--http-endpoint", f"127.0.0.1:{port}", "--metrics-endpoint",
-                                 f"127.0.0.1:{_free_port()}", "--store-path", str(tmp_path / "s")],
+                                 "--http-endpoint", f"127.0.0.1:{http}", "--metrics-endpoint",
+                                 f"127.0.0.1:{metrics}", "--store-path", str(tmp_path / "s")],
                                 capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
-    assert f"cannot listen for OTLP/HTTP on 127.0.0.1:{port}" in result.stderr
-    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"mastwatch: cannot listen for OTLP/HTTP on 127.0.0.1:{http}, metrics on "
+                           f"127.0.0.1:{metrics}: address already in use"), line
+    assert not (tmp_path / "s").exists()
 
 
 def test_spans_of_a_trace_classified_before_a_restart_are_late_after_it(tmp_path: Path) -> None:
