@@ -66,6 +66,12 @@ def read_requests(path: str) -> Iterator[list[SpanRecord]]:
             try:
                 yield decode(chunk).spans
             except ValueError as e:
+                head = chunk.split(b"\n", 1)[0].rstrip(b"\r")
+                if head and all(32 <= b < 127 or b == 9 for b in head):  # a line of text: meant as JSON
+                    try:
+                        parse_request(head)
+                    except ValueError as not_json:
+                        raise ReplayError(f"{path}:1: not OTLP/JSON ({not_json}), nor OTLP protobuf") from None
                 raise ReplayError(f"{path}: not OTLP/JSON lines nor OTLP protobuf ({e})") from None
 
 
@@ -89,17 +95,19 @@ def replay(paths: list[str], exporters: list, config: ProcessorConfig | None = N
     """Classify every trace in the files; returns the number of spans read."""
     processor = Processor(config or ProcessorConfig(), exporters)
     spans = 0
-    for path in paths:
-        before = spans
-        for records_ in read_requests(path):
-            spans += len(records_)
-            processor.process(records_, now=0.0)
-        if spans == before:
-            raise ReplayError(f"{path}: no spans in it (empty, or not OTLP/JSON lines nor an OTLP protobuf "
-                              "ExportTraceServiceRequest)")
-    processor.drain(END_OF_INPUT)
-    for exporter in exporters:
-        exporter.shutdown()
+    try:
+        for path in paths:
+            before = spans
+            for records_ in read_requests(path):
+                spans += len(records_)
+                processor.process(records_, now=0.0)
+            if spans == before:
+                raise ReplayError(f"{path}: no spans in it (empty, or not OTLP/JSON lines nor an OTLP protobuf "
+                                  "ExportTraceServiceRequest)")
+    finally:  # what was read before a bad file or line is classified and written all the same
+        processor.drain(END_OF_INPUT)
+        for exporter in exporters:
+            exporter.shutdown()
     return spans
 
 

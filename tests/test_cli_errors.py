@@ -22,7 +22,7 @@ def _run(*args: str, cwd: Path) -> tuple[int, list[str]]:
 
 @pytest.mark.parametrize(("args", "says"), [
     (("replay", "empty.json"), "empty.json: no spans in it"),
-    (("replay", "text.txt"), "text.txt: not OTLP/JSON lines nor OTLP protobuf"),
+    (("replay", "text.txt"), "text.txt:1: not OTLP/JSON"),
     (("top", "traces", "--mode", "FM-9.9"), "'FM-9.9' is not a MAST failure mode"),
     (("top", "traces", "--limit", "0"), "--limit: 0 must be at least 1"),
     (("top", "traces", "--store-path", "missing"), "no store at"),
@@ -72,3 +72,25 @@ def test_durations_are_written_as_the_settings_write_them() -> None:
     from mastwatch.cli import _seconds
 
     assert _seconds(0)("120") == _seconds(0)("2m") == 120.0 and _seconds(0.001)("250ms") == 0.25
+
+
+def test_a_bad_line_in_a_replay_loses_nothing_read_before_it(tmp_path: Path) -> None:
+    """The runs read before the bad line are classified, printed and stored; the store is closed cleanly (the
+    process exits with the error's status, not a crash), and a bad first line is named as a line."""
+    from mastwatch.collector.receiver.otlp_json import to_json
+    from tests.test_receiver import request_of
+
+    (tmp_path / "runs.jsonl").write_text(to_json(request_of(3, trace=77)) + "\nnot json\n")
+    store = str(tmp_path / "store")
+    result = subprocess.run([*MASTWATCH, "replay", "runs.jsonl", "--store", store], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path)
+    assert result.returncode == 2, result
+    assert "runs.jsonl:2: not JSON" in result.stderr.splitlines()[-1]
+    (verdict,) = [line for line in result.stdout.splitlines() if line.strip()]
+    assert (77).to_bytes(16, "big").hex() in verdict
+    shown = subprocess.run([*MASTWATCH, "show", (77).to_bytes(16, "big").hex(), "--store-path", store],
+                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert shown.returncode == 0 and "3 tool calls" in shown.stdout, shown
+    (tmp_path / "first.jsonl").write_text("not json\n")
+    code, lines = _run("replay", "first.jsonl", cwd=tmp_path)
+    assert code == 2 and lines[-1].startswith("mastwatch replay: first.jsonl:1: not OTLP/JSON"), lines

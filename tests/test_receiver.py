@@ -99,6 +99,9 @@ def test_malformed_requests_get_invalid_argument_and_the_stream_goes_on(server) 
     status, _, body = post(server.http_url, b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}',
                            "application/json")
     assert status == 400 and "not hex" in json.loads(body)["message"]
+    status, _, body = post(server.http_url, b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "abc"}]}]}]}',
+                           "application/json")
+    assert status == 400 and "'abc' has an odd number of hex digits" in json.loads(body)["message"]
     status, _, _ = post(server.http_url, b"not gzip", **{"Content-Encoding": "gzip"})
     assert status == 400
     status, _, _ = post(server.http_url, b"{}", "text/plain")
@@ -106,7 +109,7 @@ def test_malformed_requests_get_invalid_argument_and_the_stream_goes_on(server) 
     with pytest.raises(grpc.RpcError) as err:
         grpc_export(server.grpc_endpoint, b"\xff\xff\xff garbage")
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert server.sample("mastwatch_requests_rejected_total", reason="malformed") == 4
+    assert server.sample("mastwatch_requests_rejected_total", reason="malformed") == 5
     # the same connections and server carry on with good traffic
     assert post(server.http_url, request_of(2, trace=30).SerializeToString())[0] == 200
     grpc_export(server.grpc_endpoint, request_of(2, trace=31).SerializeToString())

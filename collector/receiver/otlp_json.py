@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import string
 from typing import Any
 
 from google.protobuf import json_format
@@ -28,6 +29,8 @@ def _hex_to_b64(value: str) -> str:
     try:
         return base64.b64encode(bytes.fromhex(value)).decode()
     except ValueError as e:
+        if len(value) % 2 and all(c in string.hexdigits for c in value):
+            raise ValueError(f"id {value[:40]!r} has an odd number of hex digits (a byte is two)") from e
         raise ValueError(f"id {value[:40]!r} is not hex") from e
 
 
