@@ -148,6 +148,13 @@ def test_the_users_last_turn_is_read_from_the_tail_of_a_long_history() -> None:
     assert s.user_text == "cancel it\nyes"  # the older flat form, and OpenAI-style content parts
 
 
+def test_a_tool_call_part_is_shown_with_its_arguments_as_json() -> None:
+    output = [{"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "get_order_status",
+                                               "arguments": {"order_id": "A123", "note": "ü"}}]}]
+    s = step("chat x", {"gen_ai.operation.name": "chat", "gen_ai.output.messages": json.dumps(output)})
+    assert s.output_preview == 'tool_call get_order_status {"order_id":"A123","note":"ü"}' and s.tool_calls == 1
+
+
 def test_every_optional_genai_key_is_read() -> None:
     from mastwatch.collector.normalize import genai
 

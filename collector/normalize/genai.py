@@ -3,6 +3,7 @@ deprecated names older instrumentations still emit (gen_ai.system, usage.prompt_
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 from ..model.content import TEXT_CHARS, as_json
@@ -137,7 +138,10 @@ def _output(messages: Any, draft: Draft) -> str | None:
                 pieces.append(text)
                 said.append(text)
             elif part.get("type") == "tool_call":
-                pieces.append(f"tool_call {part.get('name')} {part.get('arguments')}")
+                arguments = part.get("arguments")
+                if not isinstance(arguments, str):  # shown as the instrumentation wrote it: JSON
+                    arguments = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"), default=str)
+                pieces.append(f"tool_call {part.get('name')} {arguments}")
                 calls += 1
         if "content" in message and "parts" not in message:  # older flat form
             pieces.append(str(message["content"]))
