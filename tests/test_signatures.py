@@ -241,6 +241,7 @@ def test_top_signatures_lists_and_filters_new_ones(tmp_path) -> None:
     lines = listed.stdout.splitlines()
     assert lines[0].split()[:6] == ["signature", "mode", "service_name", "agent_name", "runs_in_range", "runs_all_time"]
     assert len(lines) == 2 and " FM-1.3 " in lines[1] and f"{1:032x}" in lines[1]
+    assert "2023-11-14 22:13:20.000 " in lines[1]  # first seen, to the millisecond
     for narrower in (["--new-since", "2024-01-01"], ["--mode", "FM-3.3"]):
         answer = subprocess.run([*command, *narrower], capture_output=True, text=True, timeout=60)
         assert answer.returncode == 0 and answer.stdout.strip() == "(no rows)", (narrower, answer.stderr)

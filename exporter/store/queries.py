@@ -124,7 +124,7 @@ LIMIT {limit}""", limit=200)
 
 # Failing traces (those showing {mode} when set), most wasteful first.
 TRACES = Query("""\
-SELECT trace_id, toString(started_at) AS started, service, agent, failure_modes, steps,
+SELECT trace_id, toString(toDateTime64(started_at, 3)) AS started, service, agent, failure_modes, steps,
        repeated_steps, round(cost_usd, 6) AS cost_usd, round(wasted_cost_usd, 6) AS wasted_cost_usd
 FROM {db}.mast_traces
 WHERE {traces}
@@ -232,9 +232,10 @@ LIMIT {limit}""")
 # for all time: runs, first and last sighting, waste, models, an example trace. {new_since}: first seen since.
 SIGNATURES = Query("""\
 SELECT s.signature AS signature, s.failure_mode AS mode, s.service AS service_name, s.agent AS agent_name,
-       r.runs_in_range AS runs_in_range, s.all_runs AS runs_all_time, toString(s.first) AS first_seen_at,
-       toString(s.last) AS last_seen_at, round(s.wasted, 6) AS wasted_usd, s.model_list AS model_list,
-       s.example AS trace_id, s.sample_reason AS latest_reason
+       r.runs_in_range AS runs_in_range, s.all_runs AS runs_all_time,
+       toString(toDateTime64(s.first, 3)) AS first_seen_at, toString(toDateTime64(s.last, 3)) AS last_seen_at,
+       round(s.wasted, 6) AS wasted_usd, s.model_list AS model_list, s.example AS trace_id,
+       s.sample_reason AS latest_reason
 FROM (SELECT signature, failure_mode, service, agent, uniqMerge(runs) AS all_runs, min(first_seen) AS first,
              max(last_seen) AS last, sum(wasted_cost_usd) AS wasted, groupUniqArrayArray(models) AS model_list,
              arraySort(groupUniqArrayMerge(5)(examples))[1] AS example, anyLast(reason) AS sample_reason
