@@ -1,6 +1,7 @@
-"""FM-2.5 Ignored other agent's input: a refusal gone past, someone else's record (or one it names) used; an
-investigated refusal, the user's own record, another record chosen after the user's own was read, a refusal for no
-state and a change done another way are not."""
+"""FM-2.5 Ignored other agent's input: a refusal gone past, a failed call sent again unchanged, someone else's record
+(or one it names) used; an investigated refusal, a retry after a timeout or after the user spoke, a changed call, the
+user's own record, another record chosen after the user's own was read, a refusal for no state and a change done
+another way are not."""
 
 from __future__ import annotations
 
@@ -66,3 +67,25 @@ def generate(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str
     r.user("Then update my address to 1 Pine St.").call("modify_user_address", {"user_id": "u-7"},
                                                       {"user_id": "u-7", "address": "1 Pine St"})
     yield r.name, set(), r.answer("Your address has been updated to 1 Pine St.")
+    r = Run(f"{tag}-resends-a-failed-call-unchanged")  # the error said what was wrong; the same call again
+    r.call("submit_answer", {"answer": "flag{x"}, "Wrong answer!").call("submit_answer", {"answer": "flag{x"},
+                                                                       "Wrong answer!")
+    r.call("submit_answer", {"answer": "flag{x}"}, "Correct!")
+    yield r.name, {"FM-2.5"}, r.answer("Solved: the answer was flag{x}.")
+    r = Run(f"{tag}-resends-after-a-timeout")  # a retry may cure a timeout
+    r.call(write, wargs, "error: timed out", error="TimeoutError").call(write, wargs, "error: timed out",
+                                                                         error="TimeoutError")
+    r.call(write, wargs, {"status": "done"})
+    yield r.name, set(), r.answer("The change is done.")
+    r = Run(f"{tag}-resends-after-the-user-spoke")  # the user may have changed what failed
+    r.call("charge_card", {"card": "c-1", "amount": 20}, "Error: card expired", error="ToolError")
+    r.answer("Your card has expired. Please update it and tell me when it's done.")
+    r.user("I've updated it, please try again.").call("charge_card", {"card": "c-1", "amount": 20},
+                                                      "Error: card expired", error="ToolError")
+    r.answer("The card is still shown as expired. Would you like to use another card?")
+    r.user("Yes, use c-2.").call("charge_card", {"card": "c-2", "amount": 20}, {"status": "charged"})
+    yield r.name, set(), r.answer("Your card c-2 was charged $20.")
+    r = Run(f"{tag}-resends-a-failed-call-changed")  # what the error said was acted on
+    r.call("submit_answer", {"answer": "flat{x}"}, "Wrong answer!").call("submit_answer", {"answer": "flag{x}"},
+                                                                        "Correct!")
+    yield r.name, set(), r.answer("Solved: the answer was flag{x}.")

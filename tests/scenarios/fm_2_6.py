@@ -18,7 +18,7 @@ def generate(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str
     r.llm("I will correct the syntax and try the edit again.", [("edit", {"command": "edit 10:12 x = (1"})])
     r.tool("edit", {"command": "edit 10:12 x = (1"}, "SyntaxError: unmatched '('")
     r.call("edit", {"command": "edit 10:12 x = (1)"}, "File updated.").call("run_tests", {"path": "tests"}, "3 passed")
-    yield r.name, {"FM-2.6"}, r.answer("The edit is in place and the tests pass.")
+    yield r.name, {"FM-2.6", "FM-2.5"}, r.answer("The edit is in place and the tests pass.")  # the error unread too
     r = Run(f"{tag}-says-x-does-x")
     r.llm(f"I will call {read} to look it up.", [(read, rargs)]).tool(read, rargs, {"id": 1})
     yield r.name, set(), r.answer("Found it.")

@@ -1,7 +1,8 @@
 """FM-2.5 Ignored other agent's input: a tool said no and the agent went on as if it had said yes.
 
-Looks for: a failed state-changing call followed by a different one; a refused change treated as done; a call on a
-  record that is not the user's, or on one only it names; a change tried against the state its record was shown in
+Looks for: a failed state-changing call followed by a different one; a failed call sent again unchanged; a refused
+  change treated as done; a call on a record that is not the user's, or on one only it names; a change tried against
+  the state its record was shown in
 Basis: structure or content
 Content capture: for failures shown only in result text, and for records
 
@@ -11,6 +12,10 @@ Signals:
   status or error type, content when only the result text shows it. Not when a model turn between them told the
   user it could not be done, nor when the next call changed the same record and worked (the change done another
   way; content);
+- a call that failed for a cause a retry does not cure, sent again as the very next call with the same arguments, and
+  answered with the same failure: the agent did not read what the error said ("Wrong flag!", "DO NOT re-run the same
+  failed edit command"). Not when the user spoke in between (they may have changed what failed: "I've updated my
+  card, try again"; content);
 - the final answer treats as done a change refused for good (as FM-3.3 finds it; content);
 - a call on a record whose phone or email is not the one the user gave, after the lookup that showed it, or a
   figure only that record holds told to the user (the agent disregarded who the user said they are; content);
@@ -31,6 +36,15 @@ from ..tools import STATE_CHANGING
 from .incorrect_verification import false_claim
 
 
+def _resent(failed: Step, step: Step) -> bool:
+    """The same call as a failed one, answered the same way (arguments and results captured)."""
+    if step.tool != failed.tool or failed.args is None or step.args is None or step.args.key != failed.args.key:
+        return False
+    if step.result is not None and failed.result is not None:
+        return step.result.key == failed.result.key
+    return step.result is None and failed.result is None and step.error_message == failed.error_message
+
+
 class IgnoredInput(Detector):
     code = "FM-2.5"
     kinds = frozenset({TOOL, LLM, AGENT})  # the ending: model answers, limits hit
@@ -44,6 +58,7 @@ class IgnoredInput(Detector):
 
     def begin(self) -> None:
         self.failed: Step | None = None  # the last call, when it was a write that failed
+        self.failure: Step | None = None  # the last call, when it failed for good with its arguments captured
         self.basis: str | None = None
         self.found: Finding | None = None
 
@@ -55,8 +70,18 @@ class IgnoredInput(Detector):
         if step.tool is None:
             if self.failed is not None and step.kind is LLM and explains_failure(step):
                 self.failed = None  # the user was told it could not be done
+            if step.user_text:
+                self.failure = None
             return None
         failed, self.failed = self.failed, None
+        failure, self.failure = self.failure, None
+        if tool_error(step) is not None and step.args is not None and not transient(step):
+            if failure is not None and _resent(failure, step):
+                self.found = Finding(self.code, 0.7, [failure.span_id, step.span_id], f"{step.tool} failed and was "
+                                     "sent again with the same arguments, and failed the same way", CONTENT,
+                                     quote=step.result.text if step.result is not None else step.error_message)
+                return self.found
+            self.failure = step
         writes = self.tools.effect(step.tool) is STATE_CHANGING
         if failed is not None and writes and step.tool != failed.tool and not self.tools.is_final(step.tool) and \
                 not (tool_error(step) is None and same_record(failed, step)):  # done another way
