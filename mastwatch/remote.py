@@ -3,11 +3,14 @@
 chDB lets one process open a data directory: while `mastwatch serve` or `demo` writes the store, another process
 cannot read it. The server answers the same queries on its metrics port instead (with its bearer token check):
 `GET /v1/top/<query>?<filters>` (the rows, as JSON) and `GET /v1/runs/<trace id>` (the run as the store holds it).
+A reader names the store it means (`store=<absolute path>`): the server at the configured endpoint may be another
+one, holding another store, and answers it 409 rather than with rows that are not the store's.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import ssl
 import urllib.error
 import urllib.parse
@@ -38,10 +41,22 @@ def held_and_unreachable(held: StoreInUse, unreachable: OSError) -> str:
             "exporters.prometheus.endpoint=HOST:PORT)")
 
 
-def answers(engine: Engine, database: str, steps_setting: str) -> dict[str, Callable[[str, Mapping[str, str]],
-                                                                                  tuple[int, Any]]]:
-    """The server's side: path prefix -> (status, JSON body) of a GET under it."""
+def answers(engine: Engine, database: str, steps_setting: str, store_path: str | None) -> dict[
+        str, Callable[[str, Mapping[str, str]], tuple[int, Any]]]:
+    """The server's side: path prefix -> (status, JSON body) of a GET under it. `store_path`: the chDB store's
+    directory (None: a ClickHouse server's)."""
+    own = os.path.realpath(store_path) if store_path is not None else None
+
+    def other_store(query: Mapping[str, str]) -> tuple[int, Any] | None:
+        wanted = query.get("store")
+        if wanted and own is not None and os.path.realpath(wanted) != own:
+            return 409, {"error": f"it holds the store in {own}"}
+        return None
+
     def top(path: str, query: Mapping[str, str]) -> tuple[int, Any]:
+        refused = other_store(query)
+        if refused is not None:
+            return refused
         name = path[len(TOP_PATH):]
         if name not in QUERIES:
             return 404, {"error": f"no query {name!r}; one of {', '.join(QUERIES)}"}
@@ -52,6 +67,9 @@ def answers(engine: Engine, database: str, steps_setting: str) -> dict[str, Call
         return 200, run(engine, database, name, filters)
 
     def one_run(path: str, query: Mapping[str, str]) -> tuple[int, Any]:
+        refused = other_store(query)
+        if refused is not None:
+            return refused
         try:
             trace_id = trace_id_of(path[len(RUN_PATH):])
         except ValueError as e:
@@ -68,18 +86,23 @@ def answers(engine: Engine, database: str, steps_setting: str) -> dict[str, Call
 
 def ask_top(config: Config, name: str, filters: Filters) -> list[dict[str, Any]]:
     """The rows of `top` query `name` from the server at the configured metrics endpoint."""
-    return _get(config, f"{TOP_PATH}{name}?{urllib.parse.urlencode(filters.query())}")
+    query = {**filters.query(), "store": _store(config)}
+    return _get(config, f"{TOP_PATH}{name}?{urllib.parse.urlencode(query)}")
 
 
 def ask_run(config: Config, trace_id: str) -> StoredRun | None:
     """The run from the server at the configured metrics endpoint; None when its store has no row of it."""
     try:
-        body = _get(config, f"{RUN_PATH}{trace_id}")
+        body = _get(config, f"{RUN_PATH}{trace_id}?{urllib.parse.urlencode({'store': _store(config)})}")
     except urllib.error.HTTPError as e:
         if e.code == 404:
             return None
         raise
     return StoredRun(**body)
+
+
+def _store(config: Config) -> str:
+    return os.path.realpath(config.exporters.store.path)
 
 
 def endpoint_url(config: Config) -> str:
@@ -105,6 +128,9 @@ def _get(config: Config, path: str) -> Any:
             reason = json.loads(e.read()).get("error", e.reason)
         except (ValueError, AttributeError):
             reason = e.reason
+        if e.code == 409:  # another server than the one holding the store
+            raise Unreachable(f"the mastwatch at {endpoint_url(config)} answers for another store ({reason})") \
+                from None
         raise urllib.error.HTTPError(e.url, e.code, str(reason), e.headers, None) from None
     except (urllib.error.URLError, OSError) as e:
         raise Unreachable(f"no mastwatch answers at {endpoint_url(config)} "

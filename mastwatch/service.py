@@ -78,7 +78,8 @@ class Service:
         telemetry.queue_capacity.labels("bytes").set(config.processor.queue_mib << 20)
         self.store = StoreExporter(config.exporters.store, telemetry) if config.exporters.store.enabled else None
         store = config.exporters.store
-        self._answers = remote.answers(self.store.engine, store.database, store.steps) if self.store else {}
+        self._answers = remote.answers(self.store.engine, store.database, store.steps,
+                                       store.path if store.engine == "chdb" else None) if self.store else {}
         self._trace_view = trace_page.view(self.store.engine, config.exporters.store.database,
                                            config.exporters.store.steps, config.dashboards.trace_url) \
             if self.store is not None else None

@@ -195,4 +195,15 @@ def test_top_and_show_ask_the_server_that_holds_the_store(server, tmp_path: Path
     unreachable = cli("top", "traces", "--set", "exporters.prometheus.endpoint=127.0.0.1:1")
     assert unreachable.returncode == 1 and "held by another process" in unreachable.stderr, unreachable
     assert "Code: 76" not in unreachable.stderr  # chDB's own error is not printed beside ours
+    # a server holding another store than the one asked for says so, rather than answering with its own rows
+    from mastwatch import remote
+    from mastwatch.config import load, set_overrides
+    from mastwatch.exporter.store.queries import Filters
+
+    other = load(None, set_overrides([f"exporters.store.path={tmp_path / 'other'}",
+                                      f"exporters.prometheus.endpoint={endpoint}"]))
+    with pytest.raises(remote.Unreachable, match=r"answers for another store \(it holds the store in"):
+        remote.ask_top(other, "traces", Filters(0, 2**62))
+    with pytest.raises(remote.Unreachable, match="answers for another store"):
+        remote.ask_run(other, trace_id)
     tp.shutdown()
