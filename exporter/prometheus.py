@@ -13,7 +13,7 @@ import gzip
 import logging
 import platform
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, PlatformCollector, ProcessCollector
@@ -30,6 +30,8 @@ from mastwatch.collector.security import AuthConfig, BearerCheck, TLSConfig
 
 from .totals import Completions, LabelLimiter, LatencyHistogram, MastSeries, Totals
 
+# Liveness: answered while the server serves, without a token (a probe has none to send).
+HEALTH_PATH: Final = "/healthz"
 log = logging.getLogger(__name__)
 METRICS_IDLE = 60.0  # seconds an idle scrape connection is kept (scrapers reuse theirs between scrapes)
 METRICS_CONNECTIONS = 64
@@ -203,6 +205,8 @@ class PrometheusExporter:
 
     async def _serve(self, request: web.BaseRequest) -> web.StreamResponse:
         """GET /metrics: the registry in the format the scraper accepts (OpenMetrics or text), gzip if it may."""
+        if request.path == HEALTH_PATH:  # probes (kubelet, Docker) send no token
+            return web.Response(text="ok\n")
         page = self.pages.get(request.path)
         if page is not None:  # the shipped documents, which on-call opens from an alert, with no token to send
             return web.Response(body=page, content_type="text/html", charset="utf-8")

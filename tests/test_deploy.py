@@ -112,6 +112,12 @@ def _dockerfile() -> list[tuple[str, str]]:
     return [(ln.split(None, 1)[0].upper(), ln.split(None, 1)[1]) for ln in lines]
 
 
+def healthcheck() -> list[str]:
+    """The image's HEALTHCHECK command (run against a server in tests/test_security.py)."""
+    (arg,) = [arg for instr, arg in _dockerfile() if instr == "HEALTHCHECK"]
+    return json.loads(arg.split(" CMD ", 1)[1])
+
+
 # --- every file parses -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("path", YAML_FILES, ids=lambda p: str(p.relative_to(DEPLOY)))
@@ -244,6 +250,7 @@ def test_dockerfile(config, ports):
     assert get("USER")[-1].split(":")[0] not in ("root", "0")
     assert json.loads(get("ENTRYPOINT")[-1]) == ["mastwatch"]
     assert json.loads(get("CMD")[-1]) == ["serve", "--config", IMAGE_CONFIG]
+    assert healthcheck()[0] == "python" and "MASTWATCH_HEALTH_URL=http://127.0.0.1:9464/healthz" in get("ENV")
     copies = [arg.split() for arg in get("COPY") if not arg.startswith("--from")]
     assert ["deploy/mastwatch.yaml", IMAGE_CONFIG] in copies
     if tomllib is None:
@@ -303,7 +310,7 @@ def test_k8s_statefulset(k8s, config, ports):
     assert {p["name"]: p["containerPort"] for p in container["ports"]} == ports
     assert container["readinessProbe"]["tcpSocket"]["port"] == ports["otlp-http"]
     live = container["livenessProbe"]["httpGet"]
-    assert (live["path"], live["port"]) == ("/metrics", ports["metrics"])
+    assert (live["path"], live["port"]) == ("/healthz", ports["metrics"])  # no token needed
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]

@@ -4,9 +4,11 @@ HTTPS with a token; refused attempts counted. Certificates are made with openssl
 
 from __future__ import annotations
 
+import os
 import shutil
 import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -110,6 +112,13 @@ def test_tls_and_a_bearer_token_on_grpc_http_and_metrics(start_server, pki: Path
         urllib.request.urlopen(request, timeout=10, context=context)
     assert refused.value.code == 401 and "Bearer" in refused.value.headers["WWW-Authenticate"]
     assert _get(metrics_url, context)[0] == 401
+    assert _get(metrics_url.replace("/metrics", "/healthz"), context)[0] == 200  # probes have no token to send
+    from tests.test_deploy import healthcheck  # the image's own probe, as it runs in the container
+
+    probe = healthcheck()
+    probe[0] = sys.executable
+    env = {**os.environ, "MASTWATCH_HEALTH_URL": metrics_url.replace("/metrics", "/healthz")}
+    assert subprocess.run(probe, env=env, capture_output=True, timeout=30).returncode == 0
     with pytest.raises(grpc.RpcError):  # plain text to the TLS port
         grpc_export(grpc_endpoint, request_of(1, trace=503).SerializeToString(), timeout=3)
     with pytest.raises(urllib.error.URLError):  # and an unknown CA
