@@ -173,7 +173,9 @@ class PrometheusExporter:
                  pages: Mapping[str, bytes] | None = None,
                  api: Mapping[str, Callable[[str], tuple[int, dict[str, Any]]]] | None = None,
                  views: Mapping[str, Callable[[str], tuple[int, str]]] | None = None,
-                 queries: Mapping[str, Callable[[str, Mapping[str, str]], tuple[int, Any]]] | None = None) -> None:
+                 queries: Mapping[str, Callable[[str, Mapping[str, str]], tuple[int, Any]]] | None = None,
+                 watched_modes: tuple[tuple[str, str], ...] = ()) -> None:
+        """`watched_modes`: the (failure mode, category) pairs alert rules compute each agent's rate of."""
         self.config = config
         self.pages = dict(pages or {})  # path -> an HTML page served beside /metrics, without auth: static text
         self.api = dict(api or {})  # path prefix -> the JSON reply to a GET under it (with auth, as /metrics)
@@ -188,7 +190,7 @@ class PrometheusExporter:
         self.limit = LabelLimiter(config.max_label_values, lambda label: self.self_metrics.label_overflow.labels(
             label).inc())
         self.self_metrics.limit = self.limit
-        self.series = MastSeries(registry, self.limit, config.max_series)
+        self.series = MastSeries(registry, self.limit, config.max_series, watched_modes)
         # the processor's Exporter protocol, served by the compiled series (no call through Python in between)
         self.export_increments = self.series.export_increments
         self.export_verdicts = self.series.export_verdicts

@@ -172,9 +172,13 @@ class AgentCells:
 class MastSeries:
     """mast_*: what the agents are doing, counted per verdict and increment."""
 
-    def __init__(self, registry: Any, limit: LabelLimiter, max_series: int = 0) -> None:
+    def __init__(self, registry: Any, limit: LabelLimiter, max_series: int = 0,
+                 watched: tuple[tuple[str, str], ...] = ()) -> None:
+        """`watched`: the (failure mode, category) pairs alerts compute rates of. Each is counted from 0 for an agent
+        from its first run on: a counter made at its first increment would show Prometheus no increase then."""
         r = registry
         self.limit = limit
+        self.watched = watched
 
         def totals(name: str, documentation: str, labelnames: tuple[str, ...]) -> Totals:
             return Totals(name, documentation, labelnames, r, max_series, limit.overflowed)
@@ -227,6 +231,10 @@ class MastSeries:
         cell = cells.traces
         if cell is None:
             cell = cells.traces = self.traces.cell((cells.service, cells.agent))
+            if cells.failing is None:
+                cells.failing = self.failing.cell((cells.service, cells.agent))
+            for code, category in self.watched:
+                self.mode_traces.cell((cells.service, cells.agent, code, category))
         cell[0] += 1
         if verdict.findings:
             cell = cells.failing

@@ -14,6 +14,7 @@ from typing import Any
 
 from mastwatch import remote
 from mastwatch.collector.judge.stage import Judge
+from mastwatch.collector.model.modes import MODES
 from mastwatch.collector.processor import Exporter, LiveListener, Processor
 from mastwatch.collector.receiver.grpc_server import GrpcReceiver
 from mastwatch.collector.receiver.http_server import OtlpHttpServer
@@ -67,10 +68,12 @@ class Service:
                           "--metrics-endpoint)")
         self.config = config
         self.recent = RecentFindings()  # asked by agents about their own run (mastwatch.guard)
+        watched = MODES[config.rules.rising.failure_mode]  # the mode whose rising rate pages
         self.prometheus = PrometheusExporter(config.exporters.prometheus, pages={runbooks.PATH: runbooks.page()},
                                              api={recent.PATH: self.recent.answer},
                                              views={trace_page.PATH: self._trace_page},
-                                             queries={remote.TOP_PATH: self._query, remote.RUN_PATH: self._query})
+                                             queries={remote.TOP_PATH: self._query, remote.RUN_PATH: self._query},
+                                             watched_modes=((watched.code, watched.category),))
         self.webhooks = WebhookNotifier(config.exporters.webhooks, self.prometheus.registry) \
             if config.exporters.webhooks else None
         telemetry = self.prometheus.self_metrics

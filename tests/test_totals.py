@@ -71,7 +71,7 @@ def test_labels_past_the_limit_are_other_and_every_replacement_is_counted() -> N
     for agent, model in runs:
         mast.export_verdict(verdict(agent, model, failing=agent == "a3"), NO_INCREMENT)
     assert samples(registry, "mast_traces_total") == {("svc", "a1"): 2, ("svc", "a2"): 1, ("svc", "other"): 4}
-    assert samples(registry, "mast_failing_traces_total") == {("svc", "other"): 3}
+    assert samples(registry, "mast_failing_traces_total") == {("svc", "a1"): 0, ("svc", "a2"): 0, ("svc", "other"): 3}
     assert samples(registry, "mast_tokens_total") == {
         ("svc", "a1", "m1", "input"): 10, ("svc", "a1", "m1", "output"): 20,
         ("svc", "a2", "m2", "input"): 10, ("svc", "a2", "m2", "output"): 20,
@@ -114,3 +114,18 @@ def test_label_sets_are_capped_per_family_and_nothing_is_lost() -> None:
     assert sum(traces.values()) == 10_000 and traces[("other", "other")] > 0
     assert sum(samples(registry, "mast_cost_usd_total").values()) == 10_000 * 0.5
     assert replaced["series"] > 0
+
+
+def test_the_watched_mode_is_counted_from_zero_from_an_agents_first_run() -> None:
+    """A counter made at its first increment shows Prometheus no increase then: the mode an alert computes rates of
+    (and the failing runs) start at 0 with the agent's first run, so its first failure counts."""
+    registry = CollectorRegistry()
+    mast = MastSeries(registry, LabelLimiter(10, lambda label: None), 0, (("FM-3.3", "FC3"),))
+    mast.export_verdict(verdict("bot", "m"), NO_INCREMENT)
+    assert samples(registry, "mast_failure_mode_traces_total") == {("svc", "bot", "FM-3.3", "FC3"): 0}
+    assert samples(registry, "mast_failing_traces_total") == {("svc", "bot"): 0}
+    mast.export_verdict(verdict("bot", "m", failing=True), NO_INCREMENT)
+    assert samples(registry, "mast_failing_traces_total") == {("svc", "bot"): 1}
+    unwatched, _, plain = series(limit=10)
+    unwatched.export_verdict(verdict("bot", "m"), NO_INCREMENT)
+    assert samples(plain, "mast_failure_mode_traces_total") == {}
