@@ -109,6 +109,15 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                f"{{{{ $labels.failure_mode }}}}, not seen before, has recurred in "
                f"{config.exporters.prometheus.signature_min_runs} runs within the last {nw}. "
                f"`mastwatch top signatures --new-since {nw}` names it, with an example trace."),
+        _alert(config, "MastwatchDown", f"up{{{job}}} == 0", 300, "critical",
+               "mastwatch {{ $labels.instance }} cannot be scraped",
+               "Prometheus cannot scrape this mastwatch: its runs' failure modes and spend are not counted, and the "
+               "failure-mode alerts cannot fire for the agents it serves."),
+        _alert(config, "MastwatchAbsent", f"absent(up{{{job}}})", 600, "critical",
+               f"no mastwatch target is scraped (job {health.job})",
+               f"Prometheus scrapes no target of job {health.job}: every mast_* series is gone, so the failure-mode "
+               "and spend alerts have no data and stay silent. The replicas were removed, or the scrape config or "
+               "ServiceMonitor no longer matches them (rules.health.job must name the job that scrapes them)."),
         _alert(config, "MastwatchRejectingSpans",
                f"sum by ({instance}) (rate(mastwatch_spans_rejected_total{{{job}}}[5m]))\n"
                f"/ sum by ({instance}) (rate(mastwatch_spans_received_total{{{job}}}[5m])) > "
