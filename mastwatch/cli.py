@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from mastwatch import __version__
 from mastwatch.collector.durations import parse_duration
@@ -206,11 +207,25 @@ def cmd_eval(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def _local_links(config: Config, links: dict[str, str]) -> None:
+    """Say so when the links written point at this machine while the server listens on every interface (a
+    deployment): whoever follows them from an alert or a dashboard reaches their own machine."""
+    host = config.exporters.prometheus.endpoint.rpartition(":")[0].strip("[]")
+    if host not in ("0.0.0.0", "::", ""):
+        return
+    for setting, url in links.items():
+        if urlsplit(url).hostname in ("localhost", "127.0.0.1", "::1"):
+            print(f"mastwatch: note: {setting} is {url}: on-call opening it elsewhere reaches their own machine; set "
+                  "it to the address their browser reaches mastwatch's metrics port at", file=sys.stderr)
+
+
 def cmd_dashboards(args: argparse.Namespace, config: Config) -> int:
     from mastwatch.dashboards.generate import write
 
     for path in write(config, Path(args.out)):
         print(path)
+    if config.dashboards.trace_view_url:
+        _local_links(config, {"dashboards.trace_view_url": config.dashboards.trace_view_url})
     return 0
 
 
@@ -218,6 +233,7 @@ def cmd_rules(args: argparse.Namespace, config: Config) -> int:
     from mastwatch.dashboards.rules import write
 
     print(write(config, Path(args.out), args.prometheus_rule))
+    _local_links(config, {"rules.runbook_url": config.rules.runbook_url})
     return 0
 
 

@@ -107,3 +107,16 @@ def test_without_topology_labels_the_rules_group_by_agent_alone(promtool: str, t
     checked = subprocess.run([promtool, "check", "rules", str(tmp_path / FILENAME)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "sum by (service, agent) (rate(mast_traces_total[5m]))" in (tmp_path / FILENAME).read_text()
+
+
+@pytest.mark.parametrize(("endpoint", "runbooks", "noted"), [
+    ("0.0.0.0:9464", "http://localhost:9464/runbooks#{anchor}", True),  # a deployment linking to on-call's machine
+    ("0.0.0.0:9464", "https://mastwatch.example.com/runbooks#{anchor}", False),
+    ("127.0.0.1:9464", "http://localhost:9464/runbooks#{anchor}", False)])  # a local server: the link is right
+def test_links_to_localhost_from_a_deployment_are_noted(tmp_path: Path, endpoint: str, runbooks: str,
+                                                       noted: bool) -> None:
+    result = subprocess.run([sys.executable, "-m", "mastwatch.cli", "rules", "--out", str(tmp_path), "--set",
+                             f"exporters.prometheus.endpoint={endpoint}", "--set", f"rules.runbook_url={runbooks}"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and (tmp_path / FILENAME).exists(), result.stderr
+    assert ("note: rules.runbook_url is http://localhost:9464" in result.stderr) is noted, result.stderr
