@@ -21,11 +21,13 @@ PROMETHEUS_RULE = "mastwatch-prometheusrule.yaml"
 
 
 def _alert(config: Config, name: str, expr: str, hold: float, severity: str, summary: str, description: str,
-           labels: dict[str, str] | None = None) -> dict[str, Any]:
+           labels: dict[str, str] | None = None, keep_firing_for: float = 0) -> dict[str, Any]:
     rule: dict[str, Any] = {"alert": name, "expr": expr}
     if hold:
         rule["for"] = duration(hold)
-    rule["labels"] = {"severity": severity, **(labels or {})}
+    if keep_firing_for:
+        rule["keep_firing_for"] = duration(keep_firing_for)
+    rule["labels"] = {**config.rules.labels, "severity": severity, **(labels or {})}
     rule["annotations"] = {"summary": summary, "description": description,
                            "runbook_url": config.rules.runbook_url.replace("{anchor}", name.lower())}
     return rule
@@ -87,12 +89,12 @@ def alerts(config: Config) -> list[dict[str, Any]]:
         _alert(config, "MastFailureModeRateRising",
                f"{ratio} > {rising.factor:g} * {baseline}\nand {ratio} >= {rising.min_rate:g}\n"
                f"and service_agent:mast_traces:increase{w} >= {rising.min_traces}",
-               rising.hold, "warning",
+               rising.hold, rising.severity,
                f"{mode.code} {mode.name} rising for {{{{ $labels.agent }}}} ({{{{ $labels.service }}}})",
                f"{{{{ $value | humanizePercentage }}}} of the runs of {{{{ $labels.agent }}}} over the last {w} showed "
                f"{mode.code} {mode.name}, more than {rising.factor:g}x its rate over the {base} before and at least "
                f"{rising.min_rate:.0%}, with at least {rising.min_traces} runs.",
-               {"failure_mode": mode.code}),
+               {"failure_mode": mode.code}, rising.keep_firing_for),
         _alert(config, "MastRepeatedStepSpendOverBudget",
                f"{spent}\n> on (agent) group_left ()\n(agent:mast_wasted_cost_usd:budget{sw} "
                f"or on (agent) (max by (agent) (0 * {spent}) + {spend.budget_usd:g}))",

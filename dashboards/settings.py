@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -13,6 +14,9 @@ from mastwatch.collector.model.modes import MODES
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 # Labels mastwatch's own series carry; a deployment label of the same name would clash with them.
 AGENT_LABELS = frozenset({"service", "agent", "model", "type", "tool", "failure_mode", "category", "instance"})
+# Labels the alerts carry from their expressions, or set: `rules.labels` may not override them.
+RESERVED_ALERT_LABELS = AGENT_LABELS | {"severity", "alertname", "job", "exporter", "reason", "receiver",
+                                        "transport", "cluster", "namespace"}
 
 
 class DashboardsConfig(BaseModel):
@@ -70,6 +74,10 @@ class RisingModeRule(BaseModel):
     min_rate: float = Field(0.05, gt=0, le=1, description="and is at least this share of runs")
     min_traces: int = Field(20, ge=1, description="and the agent ran at least this many times in the window")
     hold: Duration = Field(600.0, ge=0, description="for this long (the rule's `for`)")
+    keep_firing_for: Duration = Field(900.0, ge=0, description="once firing, go on firing this long after the "
+                                      "condition clears (the rule's `keep_firing_for`): a rate near its threshold "
+                                      "pages once, not at every crossing")
+    severity: Literal["info", "warning", "critical"] = Field("warning", description="the alert's `severity` label")
 
     @field_validator("failure_mode")
     @classmethod
@@ -113,6 +121,18 @@ class RulesConfig(BaseModel):
     wasted_spend: WastedSpendRule = WastedSpendRule()
     new_signature: NewSignatureRule = NewSignatureRule()
     health: HealthRules = HealthRules()
+    labels: dict[str, str] = Field(default_factory=dict, description="labels added to every alert, for routing "
+                                   "(e.g. {team: sre}); not `severity` or a label an alert sets itself")
+
+    @field_validator("labels")
+    @classmethod
+    def _label_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not LABEL_NAME.fullmatch(name) or name.startswith("__"):
+                raise ValueError(f"{name!r} is not a Prometheus label name")
+            if name in RESERVED_ALERT_LABELS:
+                raise ValueError(f"{name!r} is set by the alerts themselves")
+        return value
 
     @field_validator("runbook_url")
     @classmethod

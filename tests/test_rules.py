@@ -94,6 +94,18 @@ def test_a_runbook_url_that_alerts_cannot_follow_is_refused(url: str) -> None:
         Config.model_validate({"rules": {"runbook_url": url}})
 
 
+def test_routing_labels_severity_and_keep_firing_for_are_set_by_the_configuration() -> None:
+    config = Config.model_validate({"rules": {"labels": {"team": "sre"},
+                                              "rising": {"severity": "critical", "keep_firing_for": "20m"}}})
+    rising, *others = alerts(config)
+    assert rising["labels"] == {"team": "sre", "severity": "critical", "failure_mode": "FM-3.3"}
+    assert rising["keep_firing_for"] == "20m" and rising["for"] == "10m"
+    assert all(a["labels"]["team"] == "sre" and "keep_firing_for" not in a for a in others + gateway_alerts(config))
+    for bad in ({"severity": "page"}, {"agent": "x"}, {"not-a-label": "x"}):
+        with pytest.raises(ValidationError, match=r"set by the alerts|not a Prometheus label name"):
+            Config.model_validate({"rules": {"labels": bad}})
+
+
 @pytest.mark.parametrize("labels", [["service"], ["cluster", "__name__"], ["not-a-label"]])
 def test_topology_labels_must_be_label_names_of_their_own(labels: list[str]) -> None:
     with pytest.raises(ValidationError, match="label"):
