@@ -106,6 +106,8 @@ def test_malformed_requests_get_invalid_argument_and_the_stream_goes_on(server) 
     assert status == 400
     status, _, _ = post(server.http_url, b"{}", "text/plain")
     assert status == 415
+    status, _, body = post(server.http_url, b"{}", "application/json", **{"Content-Encoding": "br"})
+    assert status == 415 and "unsupported Content-Encoding 'br'" in json.loads(body)["message"]
     with pytest.raises(grpc.RpcError) as err:
         grpc_export(server.grpc_endpoint, b"\xff\xff\xff garbage")
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -102,8 +102,8 @@ class OtlpHttpServer:
                                 f"unsupported Content-Type {content_type!r}; use {PROTOBUF} or {JSON}", reply_type,
                                 close=True)
         encoding = request.headers.get("Content-Encoding", "").strip().lower()
-        if encoding not in ENCODINGS:
-            return self._refuse(request, "malformed", 400, GRPC_INVALID_ARGUMENT,
+        if encoding not in ENCODINGS:  # 415, as the Collector's confighttp answers it
+            return self._refuse(request, "unsupported_media_type", 415, GRPC_INVALID_ARGUMENT,
                                 f"unsupported Content-Encoding {encoding!r} (gzip, deflate or none)", reply_type,
                                 close=True)
         if request.content_length is not None and request.content_length > self.limit and encoding in ("",
