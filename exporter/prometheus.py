@@ -25,7 +25,7 @@ from mastwatch.collector.durations import Duration
 from mastwatch.collector.http_serving import LoopServer
 from mastwatch.collector.model.judgement import Judgement
 from mastwatch.collector.model.modes import MODES
-from mastwatch.collector.receiver.refusals import Refusals
+from mastwatch.collector.receiver.refusals import REASONS, SPAN_REASONS, Refusals
 from mastwatch.collector.security import AuthConfig, BearerCheck, TLSConfig
 
 from .totals import Completions, LabelLimiter, LatencyHistogram, MastSeries, Totals
@@ -67,6 +67,10 @@ class SelfMetrics:
                                 ["reason"], registry=r)
         self.requests_rejected = Counter("mastwatch_requests_rejected", "Whole OTLP requests refused, by reason "
                                          "(malformed, too_large, bad_http, timeout, ...)", ["reason"], registry=r)
+        for reason in REASONS:
+            self.requests_rejected.labels(reason)
+        for reason in SPAN_REASONS:
+            self.rejected.labels(reason)
         self.processed = Counter("mastwatch_spans_processed", "Spans normalised and classified", registry=r)
         self.late = Counter("mastwatch_late_spans", "Spans that arrived after their trace was classified "
                             "(dropped)", registry=r)

@@ -431,3 +431,20 @@ def test_hostile_bodies_get_400_and_odd_attribute_types_are_read_around(server, 
             assert post(server.http_url, b"\xff garbage")[0] == 400
     assert server.sample("mastwatch_requests_rejected_total", reason="malformed") == 202
     assert len([r for r in caplog.records if "(malformed)" in r.getMessage()]) <= 1
+
+
+def test_every_refusal_reason_is_counted_from_zero(server) -> None:
+    """A series made at its first increment shows no increase to Prometheus: every reason a request or a span is
+    refused for is on /metrics at 0 from the start, and the code refuses for no other."""
+    import re
+
+    from mastwatch.collector.receiver.refusals import REASONS, SPAN_REASONS
+
+    root = Path(__file__).resolve().parents[1]
+    source = "\n".join(p.read_text() for d in ("collector", "exporter", "mastwatch") for p in (root / d).rglob("*.py"))
+    used = set(re.findall(r"refuse\((?:request, )?\"(\w+)\"", source)) | {"bad_http", "server_error"}
+    assert used <= set(REASONS), used - set(REASONS)
+    assert set(re.findall(r"spans_rejected\(\"(\w+)\"", source)) == set(SPAN_REASONS)
+    shown = set(re.findall(r'^mastwatch_requests_rejected_total\{reason="(\w+)"\}', server.metrics(), re.M))
+    assert shown >= set(REASONS)  # each at 0 unless refused since
+    assert re.search(r'^mastwatch_spans_rejected_total\{reason="unreadable"\} 0\.0$', server.metrics(), re.M)

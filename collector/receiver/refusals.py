@@ -4,10 +4,19 @@
 from __future__ import annotations
 
 import logging
+from typing import Final
 
 from mastwatch.collector.throttled_log import ThrottledLog
 
 from . import Counters
+
+# Every reason a request is refused for: each is counted from 0 from the start, so that a first refusal shows in
+# rate() and increase() (a series made at its first increment shows none).
+REASONS: Final = ("malformed", "too_large", "unsupported_media_type", "method_not_allowed", "not_found", "timeout",
+                  "unauthenticated", "bad_http", "server_error", "too_many_connections", "accept_failed",
+                  "tls_failed")
+# And every reason spans are rejected for (mastwatch_spans_rejected_total).
+SPAN_REASONS: Final = ("invalid_id", "queue_full", "unreadable")
 
 
 class Refusals:
