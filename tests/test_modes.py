@@ -99,6 +99,21 @@ def test_structure_alone_settles_limits_endings_and_unchecked_changes() -> None:
         assert finding is not None and finding.basis == "structure", name
 
 
+def test_a_change_after_the_user_was_answered_is_not_a_failure_ignored() -> None:
+    """A failed change, then a turn that answered the user (its words unread with content off) and another change:
+    the user may have asked for it. Without the answer between, the failure was gone past."""
+    def run(answered: bool) -> Run:
+        r = Run("answered" if answered else "went on").call("modify_order", {"id": "#1"}, "error: not pending",
+                                                             error="ToolError")
+        if answered:
+            r.answer("I could not change the order: it is no longer pending.").user("Then change my address.")
+        return r.call("modify_address", {"user": "u1"}, {"status": "ok"})
+
+    for content in (True, False):
+        assert "FM-2.5" not in classify(run(True), content=content).findings
+    assert classify(run(False), content=False).findings["FM-2.5"].basis == "structure"
+
+
 def test_content_only_signals_need_content() -> None:
     run = Run("claim").call("update_ticket", {"id": 1}, "error: locked", error="LockedError")
     run.answer("The ticket has been updated successfully.")

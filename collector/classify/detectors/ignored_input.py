@@ -10,8 +10,9 @@ Signals:
 - a state-changing call failed (not transiently, as a timeout does) and the next tool call is a different
   state-changing call: neither a retry, nor a look at what went wrong. Structure when the failure is in the span's
   status or error type, content when only the result text shows it. Not when a model turn between them told the
-  user it could not be done, nor when the next call changed the same record and worked (the change done another
-  way; content);
+  user it could not be done, or ended its turn without asking for tools (it answered the user, whose next request
+  the change may be), or the user spoke between them, nor when the next call changed the same record and worked
+  (the change done another way; content);
 - a call that failed for a cause a retry does not cure, sent again as the very next call with the same arguments, and
   answered with the same failure: the agent did not read what the error said ("Wrong flag!", "DO NOT re-run the same
   failed edit command"). Not when the user spoke in between (they may have changed what failed: "I've updated my
@@ -31,7 +32,7 @@ from ...model.steps import AGENT, LLM, TOOL, Finding, Step
 from ..detector import Detector
 from ..progress import shared_progress
 from ..records import shared_records
-from ..signals import CONTENT, explains_failure, same_record, tool_error, transient
+from ..signals import CONTENT, asks_for_tools, explains_failure, same_record, tool_error, transient
 from ..tools import STATE_CHANGING
 from .incorrect_verification import false_claim
 
@@ -68,8 +69,11 @@ class IgnoredInput(Detector):
         if self.found is not None:
             return None
         if step.tool is None:
-            if self.failed is not None and step.kind is LLM and explains_failure(step):
-                self.failed = None  # the user was told it could not be done
+            if self.failed is not None and step.kind is LLM and (
+                    explains_failure(step) or step.user_text or (step.finish_reasons and not asks_for_tools(step))):
+                # the user was told it could not be done, or spoke since, or was answered in words we may not read:
+                # a change that follows is theirs to ask for
+                self.failed = None
             if step.user_text:
                 self.failure = None
             return None
