@@ -31,21 +31,32 @@ def group(*labels: str) -> str:
 AGENT = "service, agent"
 
 
+def growth(series: str, window: str, shift: str = "", start: str = "") -> str:
+    """What a counter grew by over `window` (ending `shift` ago; `start`: window + shift, as a PromQL duration):
+    increase(), or the whole value of a series born within the window. A series appears at its first increment,
+    already holding it, and increase() counts nothing before its second sample: an agent's first run, loop or
+    failure would count for nothing."""
+    if shift:
+        return (f"({series} offset {shift} unless {series} offset {start})"
+                f" or increase({series}[{window}] offset {shift})")
+    return f"({series} unless {series} offset {window}) or increase({series}[{window}])"
+
+
 def mode_ratio(rule: RisingModeRule, extra: str = "", by: str = AGENT) -> str:
     """Share of each agent's runs that showed the mode over the rule's window."""
     window = duration(rule.window)
-    return (f"sum by ({by}) (increase(mast_failure_mode_traces_total{{{mode_selector(rule, extra)}}}"
-            f"[{window}]))\n/ sum by ({by}) (increase(mast_traces_total{_braces(extra)}[{window}]))")
+    return (f"sum by ({by}) ({growth(f'mast_failure_mode_traces_total{{{mode_selector(rule, extra)}}}', window)})"
+            f"\n/ sum by ({by}) ({growth(f'mast_traces_total{_braces(extra)}', window)})")
 
 
 def mode_baseline(rule: RisingModeRule, extra: str = "", by: str = AGENT) -> str:
     """The same share over the baseline period just before the window. An agent whose mode counter did not
     exist then has a baseline of 0, not none (counters appear on their first increment)."""
-    span, shift = duration(rule.baseline), duration(rule.window)
-    runs = f"sum by ({by}) (increase(mast_traces_total{_braces(extra)}[{span}] offset {shift}))"
-    return (f"(sum by ({by}) (increase(mast_failure_mode_traces_total{{{mode_selector(rule, extra)}}}"
-            f"[{span}] offset {shift}))\n or on ({by}) 0 * {runs})\n/ {runs}")
+    span, shift, start = duration(rule.baseline), duration(rule.window), duration(rule.baseline + rule.window)
+    runs = f"sum by ({by}) ({growth(f'mast_traces_total{_braces(extra)}', span, shift, start)})"
+    mode = growth(f"mast_failure_mode_traces_total{{{mode_selector(rule, extra)}}}", span, shift, start)
+    return f"(sum by ({by}) ({mode})\n or on ({by}) 0 * {runs})\n/ {runs}"
 
 
 def mode_runs(rule: RisingModeRule, extra: str = "", by: str = AGENT) -> str:
-    return f"sum by ({by}) (increase(mast_traces_total{_braces(extra)}[{duration(rule.window)}]))"
+    return f"sum by ({by}) ({growth(f'mast_traces_total{_braces(extra)}', duration(rule.window))})"

@@ -14,7 +14,7 @@ import yaml
 from mastwatch.collector.model.modes import MODES
 from mastwatch.config import Config
 
-from .promql import duration, group, mode_baseline, mode_ratio, mode_runs
+from .promql import duration, group, growth, mode_baseline, mode_ratio, mode_runs
 
 FILENAME = "mastwatch-rules.yaml"
 PROMETHEUS_RULE = "mastwatch-prometheusrule.yaml"
@@ -66,7 +66,7 @@ def recording(config: Config) -> list[dict[str, Any]]:
         {"record": f"service_agent:mast_{code}_traces:ratio_baseline{duration(rising.baseline)}",
          "expr": mode_baseline(rising, by=per_agent)},
         {"record": f"agent:mast_wasted_cost_usd:increase{sw}",
-         "expr": f"sum by ({spender}) (increase(mast_wasted_cost_usd_total[{sw}]))"},
+         "expr": f"sum by ({spender}) ({growth('mast_wasted_cost_usd_total', sw)})"},
     ]
     rules += [{"record": f"agent:mast_wasted_cost_usd:budget{sw}", "expr": f"vector({usd:g})",
                "labels": {"agent": agent}} for agent, usd in sorted(spend.budgets.items())]
@@ -105,7 +105,7 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                f"{spend.budget_usd:g} USD unless the agent has its own)."),
         _alert(config, "MastNewFailureSignature",
                f"sum by ({group(*topology, 'service', 'agent', 'failure_mode')}) "
-               f"(increase(mast_new_failure_signatures_total[{nw}])) > 0", 0, "info",
+               f"({growth('mast_new_failure_signatures_total', nw)}) > 0", 0, "info",
                "New recurring failure of {{ $labels.agent }}: {{ $labels.failure_mode }}",
                f"A failure signature of {{{{ $labels.agent }}}} ({{{{ $labels.service }}}}) showing "
                f"{{{{ $labels.failure_mode }}}}, not seen before, has recurred in "

@@ -20,7 +20,7 @@ from .panels import (
     timeseries,
     trace_link,
 )
-from .promql import duration, mode_baseline, mode_ratio
+from .promql import duration, growth, mode_baseline, mode_ratio
 
 RUNS_PER_MIN = "suffix: runs/min"
 TOKENS_PER_MIN = "suffix: tokens/min"
@@ -31,7 +31,7 @@ AGENT_LEGEND = "{{agent}} ({{service}})"
 
 def _range(metric: str, sel: str, by: str = "") -> str:
     group = f" by ({by})" if by else ""
-    return f"sum{group} (increase({metric}{{{sel}}}[$__range]))"
+    return f"sum{group} ({growth(f'{metric}{{{sel}}}', '$__range')})"
 
 
 def _rate(metric: str, sel: str, by: str, per: int = 1) -> str:
@@ -50,15 +50,16 @@ def failure_overview(grid: Grid, config: Config, sel: str, alert_sel: str) -> No
                   "range.", [prom(f'{_range("mast_failing_traces_total", sel)}\n/ '
                                   f'{_range("mast_traces_total", sel)}', instant=True)],
                   "percentunit", SHARE_STEPS, decimals=1), 5, 4)
+    watched = f'mast_failure_mode_traces_total{{failure_mode="{mode.code}", {sel}}}'
+    runs = f"mast_traces_total{{{sel}}}"
     grid.add(stat(f"{mode.code} rate, last {window}", f"Share of runs showing {mode.code} {mode.name} over the "
                   f"last {window}. Red from {rule.min_rate:.0%}, the alert's floor: the alert also needs "
                   f"{rule.factor:g}x the agent's own baseline and {rule.min_traces} runs.",
-                  [prom(f'sum(increase(mast_failure_mode_traces_total{{failure_mode="{mode.code}", {sel}}}'
-                        f'[{window}]))\n/ sum(increase(mast_traces_total{{{sel}}}[{window}]))', instant=True)],
+                  [prom(f"sum({growth(watched, window)})\n/ sum({growth(runs, window)})", instant=True)],
                   "percentunit", (("green", None), ("red", rule.min_rate)), decimals=1), 5, 4)
     grid.add(stat("Failure modes seen", "Distinct MAST failure modes found in the time range.",
-                  [prom(f"count(sum by (failure_mode) (increase(mast_failure_mode_traces_total{{{sel}}}"
-                        "[$__range])) > 0)", instant=True)], "short", decimals=0), 4, 4)
+                  [prom(f"count({_range('mast_failure_mode_traces_total', sel, 'failure_mode')} > 0)", instant=True)],
+                  "short", decimals=0), 4, 4)
     grid.add(stat("Firing mastwatch alerts", "Alerts from `mastwatch rules` firing now (needs the rules loaded "
                   "in Prometheus).", [prom(f'count(ALERTS{{alertname=~"Mast.*", alertstate="firing"{alert_sel}}})'
                                            " or vector(0)", instant=True)],
@@ -190,8 +191,9 @@ def spend(grid: Grid, config: Config, sel: str, model_sel: str, by: str, legend:
                         f"(default {budget.budget_usd:g} USD, red line"
                         + (f"; own budgets: {', '.join(f'{a} {u:g}' for a, u in sorted(budget.budgets.items()))}"
                            if budget.budgets else "") + ").",
-                        [prom(f"sum by (service, agent) (increase(mast_wasted_cost_usd_total{{{msel}}}"
-                              f"[{duration(budget.window)}]))", AGENT_LEGEND)], "currencyUSD",
+                        [prom(f"sum by (service, agent) "
+                              f"({growth(f'mast_wasted_cost_usd_total{{{msel}}}', duration(budget.window))})",
+                              AGENT_LEGEND)], "currencyUSD",
                         thresholds=(("green", None), ("red", budget.budget_usd)), threshold_style="line"), 12, 8)
     keys = "service, agent, model"
     grid.add(table("Wasted spend by agent and model", "Totals in the time range.", [
