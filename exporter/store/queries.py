@@ -204,9 +204,9 @@ LIMIT {limit}""")
 # Repeated steps by agent and the model whose calls produced them, tokens by type.
 WASTE_BY_MODEL = Query("""\
 SELECT service, agent, model, count() AS repeated_steps, uniqExact(trace_id) AS traces,
-       sum(uncached_input_tokens) AS wasted_input_tokens, sum(output_tokens) AS wasted_output_tokens,
+       sum(uncached_input_tokens) AS wasted_uncached_input_tokens, sum(output_tokens) AS wasted_output_tokens,
        sum(cache_read_tokens) AS wasted_cache_read_tokens, sum(cache_write_tokens) AS wasted_cache_write_tokens,
-       wasted_input_tokens + wasted_output_tokens + wasted_cache_read_tokens + wasted_cache_write_tokens
+       wasted_uncached_input_tokens + wasted_output_tokens + wasted_cache_read_tokens + wasted_cache_write_tokens
            AS wasted_tokens,
        round(sum(cost_usd), 6) AS wasted_cost_usd
 FROM {db}.mast_repeated_steps
