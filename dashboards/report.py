@@ -20,7 +20,6 @@ matplotlib.use("Agg")
 import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 
-from mastwatch.collector.durations import parse_duration
 from mastwatch.config import Config
 
 from .generate import dashboards
@@ -212,13 +211,15 @@ def panels(config: Config) -> list[tuple[str, dict[str, Any]]]:
 Results = list[tuple[str, dict, list]]
 
 
-def window(query: Query, config: Config, since_s: float, now: float | None = None) -> TimeRange:
-    """The last `since_s` seconds, narrowed to when the store has runs (a two-minute demo is drawn over its two
-    minutes, not as one bar of a day), bucketed into tens of intervals."""
-    end = int(now if now is not None else time.time())
-    start = end - int(since_s)
+def window(query: Query, config: Config, since_s: float, now: float | None = None,
+           until: float | None = None) -> TimeRange:
+    """From `since_s` seconds before `now` to `until` (default: now), narrowed to when the store has runs (a
+    two-minute demo is drawn over its two minutes, not as one bar of a day), bucketed into tens of intervals."""
+    now = now if now is not None else time.time()
+    end = int(until if until is not None else now)
+    start = int(now) - int(since_s)
     rows = query(f"SELECT toUnixTimestamp(min(started_at)) AS first FROM {config.exporters.store.database}.mast_traces "
-                 f"WHERE started_at >= toDateTime({start})")
+                 f"WHERE started_at >= toDateTime({start}) AND started_at <= toDateTime({end})")
     first = int(rows[0]["first"]) if rows and rows[0]["first"] else start
     start = max(start, first)
     interval = _interval(max(end - start, 1))
@@ -226,9 +227,10 @@ def window(query: Query, config: Config, since_s: float, now: float | None = Non
     return TimeRange(start, end, interval, variables={"service": Variable(ALL, all_value=".*")})
 
 
-def run(query: Query, config: Config, since_s: float, now: float | None = None) -> tuple[Results, TimeRange]:
-    """Each reported panel with the rows its query returns for the last `since_s` seconds, and the range used."""
-    chosen = window(query, config, since_s, now)
+def run(query: Query, config: Config, since_s: float, now: float | None = None,
+        until: float | None = None) -> tuple[Results, TimeRange]:
+    """Each reported panel with the rows its query returns for the range `window` gives."""
+    chosen = window(query, config, since_s, now, until)
     return [(row, panel, query(expand_sql(panel["targets"][0]["rawSql"], chosen))) for row, panel in
             panels(config)], chosen
 
@@ -267,7 +269,7 @@ text-align:left;vertical-align:top}} th{{background:#f3f5f8}} svg{{max-width:100
 .tiles{{display:flex;gap:1em}} .tile{{background:#f3f5f8;padding:.8em 1.2em;border-radius:6px}}
 .tile b{{display:block;font-size:1.6em}} .tile span{{color:#555;font-size:.85em}}
 </style></head><body><h1>mastwatch report</h1>
-<p>The store's MAST failure modes and repeated-step spend over the last {html.escape(since)}, generated
+<p>The store's MAST failure modes and repeated-step spend {html.escape(since)}, generated
 {generated}: the ClickHouse panels of the Grafana dashboards, from database
 <code>{html.escape(config.exporters.store.database)}</code>.</p>
 {"".join(parts)}</body></html>
@@ -297,19 +299,32 @@ def render_png(results: Results, path: Path, bucket_s: int) -> None:
     plt.close(fig)
 
 
-def main_report(config: Config, out: Path, png: Path | None, since: str) -> int:
-    from mastwatch.exporter.store.chdb_engine import ChdbEngine
+def _utc(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
 
-    try:
-        since_s = parse_duration(since)
-    except ValueError as e:
-        print(f"mastwatch: --since: {e}", file=sys.stderr)
+
+def main_report(config: Config, out: Path, png: Path | None, since: str, until: str = "now") -> int:
+    from mastwatch.exporter.store.chdb_engine import ChdbEngine
+    from mastwatch.exporter.store.queries import time_bound
+
+    now_ns = time.time_ns()
+    bounds = []
+    for flag, text in (("--since", since), ("--until", until)):
+        try:
+            bounds.append(time_bound(text, now_ns))
+        except ValueError as e:
+            print(f"mastwatch: {flag}: {e}", file=sys.stderr)
+            return 2
+    start_ns, end_ns = bounds
+    if start_ns >= end_ns:
+        print(f"mastwatch: --since {since} is not before --until {until}", file=sys.stderr)
         return 2
     engine = ChdbEngine(config.exporters.store.path, create=False)
     try:
-        results, chosen = run(engine.query, config, since_s)
+        results, chosen = run(engine.query, config, (now_ns - start_ns) / 1e9, now_ns / 1e9, end_ns / 1e9)
     finally:
         engine.close()
+    since = f"over the last {since}" if until == "now" else f"from {_utc(start_ns)} to {_utc(end_ns)} UTC"
     out.write_text(render_html(results, config, since, chosen.interval_s), encoding="utf-8")
     print(out)
     if png:

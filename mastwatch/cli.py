@@ -252,7 +252,7 @@ def cmd_report(args: argparse.Namespace, config: Config) -> int:
         print(f"mastwatch report needs matplotlib ({e}): pip install 'mastwatch[report]'", file=sys.stderr)
         return 2
 
-    return main_report(config, Path(args.out), Path(args.png) if args.png else None, args.since)
+    return main_report(config, Path(args.out), Path(args.png) if args.png else None, args.since, args.until)
 
 
 def _report_trace(args: argparse.Namespace, config: Config) -> int:
@@ -434,7 +434,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", required=True, metavar="FILE.html", help="the HTML page")
     report.add_argument("--png", metavar="FILE.png", help="also one PNG image of the charts")
     report.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
-    report.add_argument("--since", default="24h", help="time range back from now, e.g. 30m, 6h (default 24h)")
+    report.add_argument("--since", default="24h", help="a duration back from now (24h, 7d) or a UTC time "
+                        "(default: 24h)")
+    report.add_argument("--until", default="now", help="now, a duration back from now, or a UTC time (default: now)")
     report.add_argument("--trace", metavar="TRACE_ID", help="one run's page instead: its findings, a timeline and "
                         "table of its steps with the evidence highlighted")
     docs = sub.add_parser("docs", help="print the detectors' documentation as the docs' tables: the modes, each "

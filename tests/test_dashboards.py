@@ -170,12 +170,21 @@ def test_report_command_renders_a_store(tmp_path: Path) -> None:
     assert subprocess.run([*MASTWATCH, "replay", str(captured), "--store", str(store)], capture_output=True,
                           timeout=120).returncode == 0
     page, png = tmp_path / "report.html", tmp_path / "report.png"
-    result = subprocess.run([*MASTWATCH, "report", "--store-path", str(store), "--since", "200000h", "--out",
+    result = subprocess.run([*MASTWATCH, "report", "--store-path", str(store), "--since", "2000-01-01", "--out",
                              str(page), "--png", str(png)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     text = page.read_text()
     assert "<svg" in text and "swe-agent" in text and "submit" in text  # the CTF run that loops on `submit`
     assert png.read_bytes()[:4] == b"\x89PNG"
+    # a set week, as for a weekly review: the recorded runs are not in it
+    result = subprocess.run([*MASTWATCH, "report", "--store-path", str(store), "--since", "2001-01-01", "--until",
+                             "2001-01-08", "--out", str(page)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    text = page.read_text()
+    assert "from 2001-01-01 00:00 to 2001-01-08 00:00 UTC" in text and "swe-agent" not in text
+    result = subprocess.run([*MASTWATCH, "report", "--store-path", str(store), "--since", "1h", "--until", "2h",
+                             "--out", str(page)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "is not before --until" in result.stderr
     result = subprocess.run([*MASTWATCH, "report", "--store-path", str(store), "--since", "a week", "--out",
                              str(page)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "--since" in result.stderr
