@@ -406,7 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument("--until", default="now", help="now, a duration back from now, or a UTC time (default: now)")
     top.add_argument("--service", help="only this service")
     top.add_argument("--agent", help="only this agent")
-    top.add_argument("--model", help="only this model (waste, models, tools, traces)")
+    top.add_argument("--model", help="only this model's repeated steps (waste, models, tools), or the runs that "
+                     "called it, with their whole cost (traces)")
     top.add_argument("--mode", metavar="FM-x.y", type=_mode, help="traces, signatures: only this failure mode")
     top.add_argument("--new-since", metavar="WHEN", help="signatures: only those first seen since (24h, or a UTC "
                      "time)")
