@@ -100,7 +100,8 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                f"or on (agent) (max by (agent) (0 * {spent}) + {spend.budget_usd:g}))",
                spend.hold, "warning",
                "{{ $labels.agent }} burnt {{ $value | printf \"%.2f\" }} USD on repeated steps in the last " + sw,
-               f"Model calls that produced repeated steps (FM-1.3) of {{{{ $labels.agent }}}} cost "
+               f"Model calls that produced repeated steps (FM-1.3, or calls redone after a reset, FM-2.1) of "
+               f"{{{{ $labels.agent }}}} cost "
                f"{{{{ $value | printf \"%.2f\" }}}} USD over the last {sw}, over its budget (rules.wasted_spend: "
                f"{spend.budget_usd:g} USD unless the agent has its own)."),
         _alert(config, "MastNewFailureSignature",
