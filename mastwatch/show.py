@@ -48,8 +48,9 @@ def plural(n: int, what: str) -> str:
 def tokens(step: dict[str, Any]) -> str:
     if not step["input_tokens"] and not step["output_tokens"]:
         return ""
-    cached = step["cache_read_tokens"] + step["cache_write_tokens"]
-    return f"{step['input_tokens']:,}→{step['output_tokens']:,}" + (f" ({cached:,} cached)" if cached else "")
+    read, written = step["cache_read_tokens"], step["cache_write_tokens"]
+    cache = [f"{read:,} read from cache"] * bool(read) + [f"{written:,} written to cache"] * bool(written)
+    return f"{step['input_tokens']:,}→{step['output_tokens']:,}" + (f" ({', '.join(cache)})" if cache else "")
 
 
 def previews(step: dict[str, Any]) -> list[tuple[str, str]]:

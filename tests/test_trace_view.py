@@ -238,3 +238,12 @@ def test_steps_off_reads_as_yaml_writes_it() -> None:
 
     assert load(None, set_overrides(["exporters.store.steps=off"]), environ={}).exporters.store.steps == "off"
     assert load(None, environ={"MASTWATCH_EXPORTERS__STORE__STEPS": "off"}).exporters.store.steps == "off"
+
+
+def test_cache_reads_and_writes_are_told_apart() -> None:
+    """A cache write is priced above input (Anthropic: 1.25x), a read below it: "cached" would hide which."""
+    from mastwatch.show import tokens
+
+    step = {"input_tokens": 5000, "output_tokens": 100, "cache_read_tokens": 1000, "cache_write_tokens": 4000}
+    assert tokens(step) == "5,000→100 (1,000 read from cache, 4,000 written to cache)"
+    assert tokens({**step, "cache_read_tokens": 0, "cache_write_tokens": 0}) == "5,000→100"
