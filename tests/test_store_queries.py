@@ -169,3 +169,20 @@ def test_top_prints_aligned_tables(tmp_path) -> None:
     assert out.returncode == 0 and out.stdout.splitlines()[1].startswith(f"{4:032x}  2026-01-01 00:00:00.000  ")
     out = subprocess.run([*top, "failures", "--since", "nonsense"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "nonsense" in out.stderr
+
+
+def test_repeats_without_a_price_are_counted_apart_from_free_ones(tmp_path) -> None:
+    """A model genai-prices does not know prices its calls at 0 USD: top waste and top models count those repeats,
+    so that a loop on a fine-tuned model does not read as free."""
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
+    try:
+        store.export_verdicts([make_verdict(1, "ops", "ft-bot", T0 + 1, ("lookup", "lookup"), cost=0.0),
+                               make_verdict(2, "ops", "sre-bot", T0 + 2, ("kubectl", "kubectl"), cost=0.03)],
+                              [None, None])
+        assert store.flush()
+        for name in ("waste", "models"):
+            rows = {r["agent"]: r for r in run(store.engine, "mastwatch", name, RANGE)}
+            assert (rows["ft-bot"]["unpriced_repeats"], rows["ft-bot"]["wasted_cost_usd"]) == (1, 0), name
+            assert rows["sre-bot"]["unpriced_repeats"] == 0, name
+    finally:
+        store.shutdown()

@@ -190,10 +190,13 @@ ORDER BY wasted_cost_usd DESC, repeated_steps DESC
 LIMIT {limit}""", limit=50)
 
 # Repeated steps by agent and tool; agents ordered by their total waste, each agent's tools by theirs.
+# unpriced_repeats: repeats whose model calls used tokens but had no price (a model genai-prices does not know),
+# so that their 0 USD is not read as free.
 WASTE = Query("""\
 SELECT service, agent, tool, count() AS repeated_steps, uniqExact(trace_id) AS traces,
        sum(uncached_input_tokens + cache_read_tokens + cache_write_tokens) AS wasted_input_tokens,
        sum(output_tokens) AS wasted_output_tokens, round(sum(cost_usd), 6) AS wasted_cost_usd,
+       countIf(cost_usd = 0 AND uncached_input_tokens + output_tokens > 0) AS unpriced_repeats,
        round(sum(sum(cost_usd)) OVER (PARTITION BY service, agent), 6) AS agent_wasted_cost_usd
 FROM {db}.mast_repeated_steps
 WHERE {steps}
@@ -208,7 +211,8 @@ SELECT service, agent, model, count() AS repeated_steps, uniqExact(trace_id) AS 
        sum(cache_read_tokens) AS wasted_cache_read_tokens, sum(cache_write_tokens) AS wasted_cache_write_tokens,
        wasted_uncached_input_tokens + wasted_output_tokens + wasted_cache_read_tokens + wasted_cache_write_tokens
            AS wasted_tokens,
-       round(sum(cost_usd), 6) AS wasted_cost_usd
+       round(sum(cost_usd), 6) AS wasted_cost_usd,
+       countIf(cost_usd = 0 AND uncached_input_tokens + output_tokens > 0) AS unpriced_repeats
 FROM {db}.mast_repeated_steps
 WHERE {steps}
 GROUP BY service, agent, model
