@@ -168,7 +168,8 @@ def spend(grid: Grid, config: Config, sel: str, model_sel: str, by: str, legend:
                         f"default budget, {budget.budget_usd:g} USD per {duration(budget.window)} per agent "
                         "(rules.wasted_spend).",
                         [prom(_rate("mast_wasted_cost_usd_total", msel, by, 3600), _legend(by))], USD_PER_HOUR,
-                        stack=True, thresholds=(("green", None), ("red", per_hour)), threshold_style="dashed",
+                        # not stacked: each line is held to the per-agent budget line, not their sum
+                        thresholds=(("green", None), ("red", per_hour)), threshold_style="dashed",
                         axis_label="USD / hour"), 12, 8)
     if by != "model":
         grid.add(timeseries("Wasted spend per model", "USD per hour burnt on repeated steps, by model.",
