@@ -433,3 +433,30 @@ def test_records_of_version_4_still_queued_are_written_after_an_upgrade(tmp_path
         assert all(r["args_fingerprint"] == verdict.waste.steps[0].step.args_fingerprint for r in steps[1:])
     finally:
         store.shutdown()
+
+
+def test_a_failing_fsync_of_the_queue_is_retried_not_the_writers_end(tmp_path, monkeypatch) -> None:
+    """With no file descriptor left (EMFILE), syncing the queue fails: the writer logs it, backs off and goes on;
+    the rows arrive once descriptors are free again. Simulated: os.dup fails for a while."""
+    import errno
+    import os
+    import time
+
+    real_dup, failing = os.dup, {"on": True}
+
+    def dup(fd: int) -> int:
+        if failing["on"]:
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real_dup(fd)
+
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
+    try:
+        monkeypatch.setattr(os, "dup", dup)
+        store.export_verdicts([_verdict()], [NO_INCREMENT])
+        time.sleep(0.5)  # several attempts fail
+        assert store._thread.is_alive()
+        failing["on"] = False
+        assert store.flush(timeout=60)
+        assert [int(r["n"]) for r in store.query("SELECT count() AS n FROM mastwatch.mast_traces")] == [1]
+    finally:
+        store.shutdown()

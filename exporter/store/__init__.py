@@ -236,9 +236,9 @@ class StoreExporter:
                     elif queued < self.config.batch_rows and not (self._flushing and queued):
                         self._cond.wait(self.config.flush_interval)
                 stopping = self._stop
-            self.queue.sync()
             written: dict[str, int] = {}
             try:
+                self.queue.sync()  # inside: a failure (no file descriptor left) is retried, not the thread's end
                 self._migrate()
                 batch = self.queue.seal(self.config.batch_rows)
                 if batch is not None:

@@ -312,10 +312,14 @@ class DurableQueue:
         with self._lock:
             if not self._unsynced:
                 return
+            fd = os.dup(self._wfd)  # may fail (no file descriptor left): the appends stay marked for the next call
             self._unsynced = False
-            fd = os.dup(self._wfd)
         try:
             os.fsync(fd)
+        except OSError:
+            with self._lock:
+                self._unsynced = True
+            raise
         finally:
             os.close(fd)
 
