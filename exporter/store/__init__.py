@@ -243,6 +243,7 @@ class StoreExporter:
                 batch = self.queue.seal(self.config.batch_rows)
                 if batch is not None:
                     written = self._write(batch)
+                    self.queue.ack(batch)  # saves the queue's state: a file opened, which may fail as the sync may
             except Exception:
                 log.exception("store write failed; retrying")
                 self.telemetry.store_failed()
@@ -252,7 +253,6 @@ class StoreExporter:
                 continue
             backoff = 0.0
             if batch is not None:
-                self.queue.ack(batch)
                 for name, n in written.items():
                     self.telemetry.store_written(name, n)
             with self._cond:
