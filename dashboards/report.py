@@ -211,13 +211,9 @@ def panels(config: Config) -> list[tuple[str, dict[str, Any]]]:
 Results = list[tuple[str, dict, list]]
 
 
-def window(query: Query, config: Config, since_s: float, now: float | None = None,
-           until: float | None = None) -> TimeRange:
-    """From `since_s` seconds before `now` to `until` (default: now), narrowed to when the store has runs (a
-    two-minute demo is drawn over its two minutes, not as one bar of a day), bucketed into tens of intervals."""
-    now = now if now is not None else time.time()
-    end = int(until if until is not None else now)
-    start = int(now) - int(since_s)
+def window(query: Query, config: Config, start: int, end: int) -> TimeRange:
+    """From `start` to `end` (Unix seconds), narrowed to when the store has runs (a two-minute demo is drawn over its
+    two minutes, not as one bar of a day), bucketed into tens of intervals."""
     rows = query(f"SELECT toUnixTimestamp(min(started_at)) AS first FROM {config.exporters.store.database}.mast_traces "
                  f"WHERE started_at >= toDateTime({start}) AND started_at <= toDateTime({end})")
     first = int(rows[0]["first"]) if rows and rows[0]["first"] else start
@@ -227,15 +223,15 @@ def window(query: Query, config: Config, since_s: float, now: float | None = Non
     return TimeRange(start, end, interval, variables={"service": Variable(ALL, all_value=".*")})
 
 
-def run(query: Query, config: Config, since_s: float, now: float | None = None,
-        until: float | None = None) -> tuple[Results, TimeRange]:
+def run(query: Query, config: Config, start: int, end: int) -> tuple[Results, TimeRange]:
     """Each reported panel with the rows its query returns for the range `window` gives."""
-    chosen = window(query, config, since_s, now, until)
+    chosen = window(query, config, start, end)
     return [(row, panel, query(expand_sql(panel["targets"][0]["rawSql"], chosen))) for row, panel in
             panels(config)], chosen
 
 
-def render_html(results: Results, config: Config, since: str, bucket_s: int) -> str:
+def render_html(results: Results, config: Config, covered: str, bucket_s: int) -> str:
+    """The page; `covered` says which range it covers ("over the last 24h")."""
     parts, row = [], None
     for title, panel, rows in results:
         if title != row:
@@ -269,7 +265,7 @@ text-align:left;vertical-align:top}} th{{background:#f3f5f8}} svg{{max-width:100
 .tiles{{display:flex;gap:1em}} .tile{{background:#f3f5f8;padding:.8em 1.2em;border-radius:6px}}
 .tile b{{display:block;font-size:1.6em}} .tile span{{color:#555;font-size:.85em}}
 </style></head><body><h1>mastwatch report</h1>
-<p>The store's MAST failure modes and repeated-step spend {html.escape(since)}, generated
+<p>The store's MAST failure modes and repeated-step spend {html.escape(covered)}, generated
 {generated}: the ClickHouse panels of the Grafana dashboards, from database
 <code>{html.escape(config.exporters.store.database)}</code>.</p>
 {"".join(parts)}</body></html>
@@ -321,11 +317,11 @@ def main_report(config: Config, out: Path, png: Path | None, since: str, until: 
         return 2
     engine = ChdbEngine(config.exporters.store.path, create=False)
     try:
-        results, chosen = run(engine.query, config, (now_ns - start_ns) / 1e9, now_ns / 1e9, end_ns / 1e9)
+        results, chosen = run(engine.query, config, start_ns // 10**9, end_ns // 10**9)
     finally:
         engine.close()
-    since = f"over the last {since}" if until == "now" else f"from {_utc(start_ns)} to {_utc(end_ns)} UTC"
-    out.write_text(render_html(results, config, since, chosen.interval_s), encoding="utf-8")
+    covered = f"over the last {since}" if until == "now" else f"from {_utc(start_ns)} to {_utc(end_ns)} UTC"
+    out.write_text(render_html(results, config, covered, chosen.interval_s), encoding="utf-8")
     print(out)
     if png:
         render_png(results, png, chosen.interval_s)

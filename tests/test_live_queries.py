@@ -242,12 +242,13 @@ def test_every_clickhouse_panel_query_runs_on_the_store(live: Live) -> None:
 
 def test_the_report_renders_the_store_panels(live: Live, tmp_path: Path) -> None:
     live.service.store.flush()
-    results, chosen = report.run(live.service.store.query, live.config, 86400)
+    now = int(time.time())
+    results, chosen = report.run(live.service.store.query, live.config, now - 86400, now)
     assert len(results) == len(report.panels(live.config)) == 13
     assert all(rows or panel["title"] in STORE_MAY_BE_EMPTY for _, panel, rows in results)
     # a day asked for, the demo's minute drawn: the range starts at its first run, in buckets of seconds
     assert chosen.end - chosen.start < 600 and chosen.interval_s <= 30
-    page = report.render_html(results, live.config, "24h", chosen.interval_s)
+    page = report.render_html(results, live.config, "over the last 24h", chosen.interval_s)
     assert f"per {chosen.interval_s} s" in page and "time (UTC)" in page
     unpriced = [r for _, panel, rows in results if panel["title"] == "Wasted spend by agent (store)" for r in rows
                 if not r["wasted_usd"] and r["wasted_tokens"]]
