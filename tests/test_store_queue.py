@@ -141,3 +141,103 @@ def test_the_writer_is_told_once_when_a_batch_of_rows_waits(tmp_path) -> None:
         q.append(2, b"y")  # 4, 6 (told again)
     assert told == [6, 6]
     q.close()
+
+
+def _failing(monkeypatch, name: str, err: int) -> dict[str, bool]:
+    """Make `os.<name>` fail with `err` while the returned switch is on."""
+    import errno
+
+    real, switch = getattr(os, name), {"on": True}
+
+    def call(*args, **kwargs):
+        if switch["on"]:
+            raise OSError(err, os.strerror(err))
+        return real(*args, **kwargs)
+
+    assert err in (errno.EMFILE, errno.ENOSPC)
+    monkeypatch.setattr(os, name, call)
+    return switch
+
+
+def _segments(path) -> list[str]:
+    return sorted(p for p in os.listdir(path) if p.endswith(".log"))
+
+
+def test_a_new_segment_that_cannot_be_made_holds_the_records_in_memory_until_it_can(tmp_path, monkeypatch,
+                                                                                     caplog) -> None:
+    """No descriptor left (EMFILE) when the segment is full: the queue stays whole, the records wait in memory in
+    order, count in its depth, and reach the disk at the next sync once a segment can be made."""
+    import errno
+
+    q = _queue(tmp_path, segment_bytes=100)
+    q.append(1, b"a" * 60)
+    before = _segments(tmp_path)
+    switch = _failing(monkeypatch, "open", errno.EMFILE)
+    q.append(2, b"b" * 60)  # needs a new segment: held, no exception
+    q.append(3, b"c" * 10)  # fits the old segment, but must not pass the held one
+    assert _segments(tmp_path) == before and "held in memory" in caplog.text
+    assert q.depth()[0] == 6
+    try:
+        q.sync()
+        raise AssertionError("sync should say the held records could not be written")
+    except OSError as e:
+        assert e.errno == errno.EMFILE
+    switch["on"] = False
+    q.sync()
+    assert q.depth()[0] == 6 and len(_segments(tmp_path)) == 2
+    assert q.seal(100).payloads == [b"a" * 60, b"b" * 60, b"c" * 10]
+    q.close()
+    q = _queue(tmp_path, segment_bytes=100)  # and after a restart
+    assert q.seal(100).payloads == [b"a" * 60, b"b" * 60, b"c" * 10]
+
+
+def test_a_full_disk_when_a_segment_is_made_leaves_no_file_and_loses_no_record(tmp_path, monkeypatch) -> None:
+    import errno
+
+    q = _queue(tmp_path, segment_bytes=100)
+    q.append(1, b"a" * 60)
+    switch = _failing(monkeypatch, "posix_fallocate", errno.ENOSPC)
+    q.append(1, b"b" * 60)
+    assert len(_segments(tmp_path)) == 1  # the new segment's file was removed
+    switch["on"] = False
+    q.append(1, b"c" * 60)  # the next append writes the held record first
+    assert q.seal(100).payloads == [b"a" * 60, b"b" * 60, b"c" * 60]
+
+
+def test_held_records_stay_within_the_bounds_oldest_dropped_first(tmp_path, monkeypatch) -> None:
+    import errno
+
+    q = _queue(tmp_path, segment_bytes=100, max_rows=4)
+    q.append(2, b"a" * 60)
+    _failing(monkeypatch, "open", errno.EMFILE)
+    assert q.append(2, b"b" * 60) == 0
+    assert q.append(2, b"c" * 60) == 2  # the oldest (on disk) goes first
+    assert q.append(2, b"d" * 60) == 2  # then the oldest held
+    assert q.depth()[0] == 4
+
+
+def test_the_store_writes_rows_held_while_no_segment_could_be_made(tmp_path, monkeypatch) -> None:
+    """Through the exporter: verdicts exported while the queue cannot open a segment arrive once it can; the
+    export itself never fails (it runs on the processor's thread, where a failure lost the verdicts)."""
+    import errno
+    import time
+
+    from mastwatch.exporter.store import StoreConfig, StoreExporter
+    from tests.test_store import NO_INCREMENT, make_verdict
+
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
+    try:
+        store.export_verdicts([make_verdict(trace=1)], [NO_INCREMENT])
+        assert store.flush(timeout=60)
+        store.queue.segment_bytes = 1
+        store.queue._capacity = store.queue._active_size  # the segment is full: the next record needs a new one
+        switch = _failing(monkeypatch, "open", errno.EMFILE)
+        store.export_verdicts([make_verdict(trace=2)], [NO_INCREMENT])
+        store.export_verdicts([make_verdict(trace=3)], [NO_INCREMENT])
+        time.sleep(0.3)  # the writer tries and backs off
+        assert store._thread.is_alive() and store.queue.depth()[0] > 0
+        switch["on"] = False
+        assert store.flush(timeout=60)
+        assert [int(r["n"]) for r in store.query("SELECT count() AS n FROM mastwatch.mast_traces")] == [3]
+    finally:
+        store.shutdown()

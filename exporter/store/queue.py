@@ -19,11 +19,16 @@ sealed batch is read back and sent again with the same tokens, so the store drop
 
 Bounded: past `max_rows` or `max_bytes` the oldest records not being written are dropped (and reported); a record
 holds the rows of a batch of verdicts (up to 256 traces), so that is what goes at once.
+
+A new segment that cannot be made (a full disk, no file descriptor left) leaves the queue as it was: the record,
+and those after it, are held in memory, in order and within the same bounds, and written at the next append or
+sync once it can be made; only a `close` that still cannot write them loses them (and says so).
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import errno
 import json
 import logging
@@ -81,10 +86,12 @@ class DurableQueue:
         self._rows = self._bytes = self._sealed_rows = self._sealed_bytes = 0
         self._end = self._recover()
         self._batch: Batch | None = None
-        self._active_size = 0  # bytes of records in the segment being written (set by _open_active)
+        self._held: list[tuple[int, bytes]] = []  # records waiting for a segment that could not be made
+        self._held_rows = self._held_bytes = 0
         if not self._bases:
             self._bases = [self._end]
-        self._open_active(self._end - self._bases[-1], 0)
+        self._wfd, self._capacity, self._map = self._map_segment(self._bases[-1], self._end - self._bases[-1], 0)
+        self._active_size = self._end - self._bases[-1]  # bytes of records in the segment being written
         self._unsynced = False
         self._collect()
 
@@ -164,6 +171,9 @@ class DurableQueue:
 
     def _header(self, offset: int) -> tuple[int, int]:
         """(rows, framed size) of the record at `offset`."""
+        if offset >= self._bases[-1]:  # in the segment being written: read through its map, no descriptor needed
+            size, rows, _ = HEADER.unpack_from(self._map, offset - self._bases[-1])
+            return rows, HEADER_BYTES + size
         fd, base = self._fd(offset)
         size, rows, _ = HEADER.unpack(os.pread(fd, HEADER_BYTES, offset - base))
         return rows, HEADER_BYTES + size
@@ -204,39 +214,81 @@ class DurableQueue:
     # --- the exporter's side ---
     def append(self, rows: int, payload: bytes) -> int:
         """Write one record (the rows of a batch of verdicts); returns the rows dropped to stay within the bounds."""
-        header = _pack(len(payload), rows, _crc32(payload))
-        size = HEADER_BYTES + len(payload)
         dropped = 0
         with self._lock:
-            if self._active_size + size > self._capacity:
-                self._rotate(size)
-            at = self._active_size
-            self._map[at:at + HEADER_BYTES] = header  # the payload is not copied behind its header first
-            self._map[at + HEADER_BYTES:at + size] = payload
-            self._active_size = at + size
-            self._end += size
-            self._rows += rows
-            self._bytes += size
-            self._unsynced = True
-            if self._rows + self._sealed_rows > self.max_rows or self._bytes + self._sealed_bytes > self.max_bytes:
+            if self._held:
+                self._hold(rows, payload)
+                with contextlib.suppress(OSError):  # held still: told when it began
+                    self._release()
+            else:
+                try:
+                    self._put(rows, payload)
+                except OSError as e:  # no new segment: the queue is as it was
+                    log.warning("store queue: cannot open a new segment in %s (%s); records are held in memory "
+                                "until it can", self.path, e)
+                    self._hold(rows, payload)
+            if self._total_rows() > self.max_rows or self._total_bytes() > self.max_bytes:
                 dropped = self._trim()
-            queued = self._rows + self._sealed_rows
+            queued = self._total_rows()
         if self.on_batch is not None and queued >= self.batch_rows > queued - rows:
             self.on_batch()
         return dropped
 
-    def _open_active(self, used: int, room: int) -> None:
-        """Map the last segment, whose first `used` bytes are records, with room for `room` more bytes."""
-        self._wfd = os.open(self._segment(self._bases[-1]), os.O_RDWR | os.O_CREAT, 0o644)
-        self._capacity = max(self.segment_bytes, used + room)
+    def _put(self, rows: int, payload: bytes) -> None:
+        header = _pack(len(payload), rows, _crc32(payload))
+        size = HEADER_BYTES + len(payload)
+        if self._active_size + size > self._capacity:
+            self._rotate(size)
+        at = self._active_size
+        self._map[at:at + HEADER_BYTES] = header  # the payload is not copied behind its header first
+        self._map[at + HEADER_BYTES:at + size] = payload
+        self._active_size = at + size
+        self._end += size
+        self._rows += rows
+        self._bytes += size
+        self._unsynced = True
+
+    def _hold(self, rows: int, payload: bytes) -> None:
+        self._held.append((rows, payload))
+        self._held_rows += rows
+        self._held_bytes += HEADER_BYTES + len(payload)
+
+    def _release(self) -> None:
+        """Write the held records, oldest first, while a segment can be had; raises what stopped it."""
+        while self._held:
+            rows, payload = self._held[0]
+            self._put(rows, payload)
+            self._held.pop(0)
+            self._held_rows -= rows
+            self._held_bytes -= HEADER_BYTES + len(payload)
+        log.info("store queue: the records held in memory are written to %s", self.path)
+
+    def _total_rows(self) -> int:
+        return self._rows + self._sealed_rows + self._held_rows
+
+    def _total_bytes(self) -> int:
+        return self._bytes + self._sealed_bytes + self._held_bytes
+
+    def _map_segment(self, base: int, used: int, room: int) -> tuple[int, int, mmap.mmap]:
+        """(descriptor, capacity, map) of the segment at `base`, whose first `used` bytes are records, with room for
+        `room` more bytes; on failure nothing is left open, and a file this made is removed."""
+        path = self._segment(base)
+        created = not os.path.exists(path)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        capacity = max(self.segment_bytes, used + room)
         try:
-            os.posix_fallocate(self._wfd, 0, self._capacity)
-        except OSError as e:  # a file system without it (and no emulation): room reserved, not allocated
-            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-                raise
-            os.ftruncate(self._wfd, self._capacity)
-        self._map = mmap.mmap(self._wfd, self._capacity)
-        self._active_size = used
+            try:
+                os.posix_fallocate(fd, 0, capacity)
+            except OSError as e:  # a file system without it (and no emulation): room reserved, not allocated
+                if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                os.ftruncate(fd, capacity)
+            return fd, capacity, mmap.mmap(fd, capacity)
+        except BaseException:
+            os.close(fd)
+            if created:
+                os.unlink(path)
+            raise
 
     def _close_active(self) -> None:
         self._map.close()
@@ -245,20 +297,35 @@ class DurableQueue:
         os.close(self._wfd)
 
     def _rotate(self, room: int) -> None:
-        """A new segment for a record of `room` bytes (or more room in this one while it holds none)."""
-        self._close_active()
+        """A new segment for a record of `room` bytes (or more room in this one while it holds none). The new one
+        is made before the old one is closed, so that a failure leaves the queue as it was."""
         if self._active_size:
-            self._bases.append(self._end)
-        self._open_active(0, room)
+            base = self._end
+            fd, capacity, mapped = self._map_segment(base, 0, room)
+            self._close_active()
+            self._bases.append(base)
+        else:
+            fd, capacity, mapped = self._map_segment(self._bases[-1], 0, room)
+            self._map.close()
+            os.close(self._wfd)
+        self._wfd, self._capacity, self._map, self._active_size = fd, capacity, mapped, 0
 
     def _trim(self) -> int:
         dropped = 0
-        while self._next < self._end and (self._rows + self._sealed_rows > self.max_rows
-                                          or self._bytes + self._sealed_bytes > self.max_bytes):
-            rows, size = self._header(self._next)
+        while self._next < self._end and (self._total_rows() > self.max_rows or self._total_bytes() > self.max_bytes):
+            try:
+                rows, size = self._header(self._next)
+            except OSError as e:  # no descriptor left to read it: the held records go instead, the bounds kept
+                log.warning("store queue: its oldest record cannot be read to drop it (%s)", e)
+                break
             self._next += size
             self._rows -= rows
             self._bytes -= size
+            dropped += rows
+        while self._held and (self._total_rows() > self.max_rows or self._total_bytes() > self.max_bytes):
+            rows, payload = self._held.pop(0)
+            self._held_rows -= rows
+            self._held_bytes -= HEADER_BYTES + len(payload)
             dropped += rows
         self._collect()
         return dropped
@@ -308,8 +375,11 @@ class DurableQueue:
             self._collect()
 
     def sync(self) -> None:
-        """fsync what was appended (outside the lock: appends go on meanwhile)."""
+        """Write the records held in memory, if any, then fsync what was appended (outside the lock: appends go on
+        meanwhile). Raises OSError when either fails; what failed is tried again at the next call."""
         with self._lock:
+            if self._held:
+                self._release()
             if not self._unsynced:
                 return
             fd = os.dup(self._wfd)  # may fail (no file descriptor left): the appends stay marked for the next call
@@ -324,11 +394,17 @@ class DurableQueue:
             os.close(fd)
 
     def depth(self) -> tuple[int, int]:
-        """(rows, bytes) waiting, the batch being written included."""
-        return self._rows + self._sealed_rows, self._bytes + self._sealed_bytes
+        """(rows, bytes) waiting, the batch being written and the records held in memory included."""
+        return self._total_rows(), self._total_bytes()
 
     def close(self) -> None:
         with self._lock:
+            if self._held:
+                try:
+                    self._release()
+                except OSError as e:
+                    log.error("store queue: %d rows held in memory are lost: no segment can be made in %s (%s)",
+                              self._held_rows, self.path, e)
             self._close_active()
             for fd in self._fds.values():
                 os.close(fd)
