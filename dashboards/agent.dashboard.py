@@ -29,6 +29,7 @@ def build(config: Config) -> Dashboard:
     grid = Grid()
     sections.failure_overview(grid, config, sel, f", {sel}")
     sections.spend(grid, config, sel, ', model=~"$model"', "model", "model")
+    sections.calls(grid, sel, ', model=~"$model"')
     sections.failure_store(grid, config, AGENT, fleet=False)
     grid.add(table("Recent traces", "Every run of the agent (with the selected models), failing or not. trace_id "
                    "opens the trace in the trace UI.",
@@ -47,7 +48,7 @@ def build(config: Config) -> Dashboard:
         variable("model", "Model", f"label_values(mast_tokens_total{{{sel}}}, model)"),
     ]
     return make_dashboard("mastwatch / Agent drill-down", UID, "One agent: its failure modes, spend and repeated "
-                     "steps, and its recent traces.", grid, variables)
+                     "steps, its tool and model calls, and its recent traces.", grid, variables)
 
 
 dashboard = build(Config())  # grafanalib's generate-dashboard reads this

@@ -13,6 +13,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricF
 from prometheus_client.utils import floatToGoString
 
 from mastwatch.collector.model.published import Increment
+from mastwatch.collector.model.steps import LLM, TOOL
 from mastwatch.collector.model.verdict import Verdict
 
 OVERFLOW: Final = "other"
@@ -166,7 +167,18 @@ class AgentCells:
         self.failing: list[float] | None = None
         self.tokens: dict[tuple[str, str], list[float]] = {}  # by the verdict's key (model, type)
         self.cost: dict[str, list[float]] = {}  # by the verdict's model
+        self.calls: dict[str, list[float]] = {}  # model calls, by the step's model
+        self.call_seconds: dict[str, list[float]] = {}
+        self.tools: dict[str, ToolCells] = {}  # by the step's tool, as given
         self.replaced_models: set[str] | None = None  # the models whose label became `other` (made at the first)
+
+
+class ToolCells:
+    """One tool's cells for a (service, agent) pair: calls, failed calls and seconds, made together (each counted
+    from 0 with the tool's first call: a failure counter born at the first failure would show no increase)."""
+
+    def __init__(self, calls: list[float], errors: list[float], seconds: list[float], replaced: bool) -> None:
+        self.calls, self.errors, self.seconds, self.replaced = calls, errors, seconds, replaced
 
 
 class MastSeries:
@@ -198,6 +210,13 @@ class MastSeries:
                                     "by type", ("service", "agent", "model", "type"))
         self.wasted_cost = totals("mast_wasted_cost_usd", "USD spent on the model calls that produced repeated "
                                   "steps", ("service", "agent", "model"))
+        self.model_calls = totals("mast_model_calls", "Model (inference) calls", ("service", "agent", "model"))
+        self.model_seconds = totals("mast_model_call_seconds", "Time spent in model calls",
+                                    ("service", "agent", "model"))
+        self.tool_calls = totals("mast_tool_calls", "Tool calls", ("service", "agent", "tool"))
+        self.tool_errors = totals("mast_tool_call_errors", "Tool calls that failed (the span's status is error, or it "
+                                  "records an error type)", ("service", "agent", "tool"))
+        self.tool_seconds = totals("mast_tool_call_seconds", "Time spent in tool calls", ("service", "agent", "tool"))
         self._cells: dict[str, dict[str, AgentCells]] = {}  # service -> agent -> cells (as given, not limited)
         self._kept = 0  # pairs and their cells
 
@@ -245,6 +264,38 @@ class MastSeries:
             self._model_cell(cells, cells.tokens, key, key[0], self.tokens, key[1])[0] += n
         for model, usd in verdict.cost.items():
             self._model_cell(cells, cells.cost, model, model, self.cost, None)[0] += usd
+        self._count_calls(cells, verdict)
+
+    def _count_calls(self, cells: AgentCells, verdict: Verdict) -> None:
+        """Model and tool calls of the run, with their time, by model and by tool."""
+        tools = cells.tools
+        for step in verdict.trace_steps:
+            seconds = max(step.end_ns - step.start_ns, 0) / 1e9
+            if step.kind is TOOL:
+                tool = step.tool or step.name
+                found = tools.get(tool)
+                if found is None:
+                    found = self._tool_cells(cells, tool)
+                elif found.replaced:
+                    self.limit.overflowed("tool")
+                found.calls[0] += 1
+                found.seconds[0] += seconds
+                if step.error:
+                    found.errors[0] += 1
+            elif step.kind is LLM:
+                model = step.model or "unknown"
+                self._model_cell(cells, cells.calls, model, model, self.model_calls, None)[0] += 1
+                self._model_cell(cells, cells.call_seconds, model, model, self.model_seconds, None)[0] += seconds
+
+    def _tool_cells(self, cells: AgentCells, tool: str) -> ToolCells:
+        """The cells of a tool's first call by the pair, its label limited (a replacement by `other` is counted at
+        every call)."""
+        label = self.limit.value("tool", tool)
+        key = (cells.service, cells.agent, label)
+        found = cells.tools[tool] = ToolCells(self.tool_calls.cell(key), self.tool_errors.cell(key),
+                                              self.tool_seconds.cell(key), label == OVERFLOW and tool != OVERFLOW)
+        self._count_kept(cells)
+        return found
 
     def _model_cell(self, cells: AgentCells, found: dict[Any, list[float]], key: object, model: str, totals: Totals,
                     kind: str | None) -> list[float]:
@@ -296,4 +347,7 @@ class MastSeries:
             self._cells.clear()
             cells.tokens.clear()
             cells.cost.clear()
+            cells.calls.clear()
+            cells.call_seconds.clear()
+            cells.tools.clear()
             self._kept = 0

@@ -67,6 +67,16 @@ def test_healthy_runs_count_tokens_and_cost(server) -> None:
     assert server.sample("mast_cost_usd_total", model="gpt-4.1-mini") == pytest.approx(expected)
     rows = server.rows("SELECT steps, llm_calls, tool_calls, input_tokens, cost_usd FROM {db}.mast_traces")
     assert [(r["steps"], r["llm_calls"], r["tool_calls"], r["input_tokens"]) for r in rows] == [(6, 2, 3, 3000)] * 2
+    # calls, failures and time by tool and by model: the failures of a tool counted from 0 with its first call
+    support = {"service": "support", "agent": "support-agent"}
+    assert server.sample("mast_tool_calls_total", tool="get_shipping_status", **support) == 4
+    assert server.sample("mast_tool_call_errors_total", tool="get_shipping_status", **support) == 2
+    assert server.sample("mast_tool_calls_total", tool="lookup_order", **support) == 2
+    assert "mast_tool_call_errors_total{" in server.metrics() and \
+        server.sample("mast_tool_call_errors_total", tool="lookup_order", **support) == 0
+    assert server.sample("mast_tool_call_seconds_total", tool="lookup_order", **support) > 0
+    assert server.sample("mast_model_calls_total", model="gpt-4.1-mini", **support) == 4
+    assert server.sample("mast_model_call_seconds_total", model="gpt-4.1-mini", **support) > 0
     tp.shutdown()
 
 
