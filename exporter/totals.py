@@ -167,18 +167,18 @@ class AgentCells:
         self.failing: list[float] | None = None
         self.tokens: dict[tuple[str, str], list[float]] = {}  # by the verdict's key (model, type)
         self.cost: dict[str, list[float]] = {}  # by the verdict's model
-        self.calls: dict[str, list[float]] = {}  # model calls, by the step's model
-        self.call_seconds: dict[str, list[float]] = {}
-        self.tools: dict[str, ToolCells] = {}  # by the step's tool, as given
+        self.models: dict[str, CallCells] = {}  # model calls, by the step's model, as given
+        self.tools: dict[str, CallCells] = {}  # tool calls, by the step's tool, as given
         self.replaced_models: set[str] | None = None  # the models whose label became `other` (made at the first)
 
 
-class ToolCells:
-    """One tool's cells for a (service, agent) pair: calls, failed calls and seconds, made together (each counted
-    from 0 with the tool's first call: a failure counter born at the first failure would show no increase)."""
+class CallCells:
+    """One tool's or model's cells for a (service, agent) pair: calls, seconds and (tools) failed calls, made
+    together (each counted from 0 with the first call: a failure counter born at the first failure would show no
+    increase); `replaced`: its label became `other` (counted at each call)."""
 
-    def __init__(self, calls: list[float], errors: list[float], seconds: list[float], replaced: bool) -> None:
-        self.calls, self.errors, self.seconds, self.replaced = calls, errors, seconds, replaced
+    def __init__(self, calls: list[float], seconds: list[float], errors: list[float] | None, replaced: bool) -> None:
+        self.calls, self.seconds, self.errors, self.replaced = calls, seconds, errors, replaced
 
 
 class MastSeries:
@@ -268,34 +268,39 @@ class MastSeries:
 
     def _count_calls(self, cells: AgentCells, verdict: Verdict) -> None:
         """Model and tool calls of the run, with their time, by model and by tool."""
-        tools = cells.tools
+        tools, models = cells.tools, cells.models
         for step in verdict.trace_steps:
-            seconds = max(step.end_ns - step.start_ns, 0) / 1e9
-            if step.kind is TOOL:
+            kind = step.kind
+            if kind is TOOL:
                 tool = step.tool or step.name
                 found = tools.get(tool)
                 if found is None:
-                    found = self._tool_cells(cells, tool)
-                elif found.replaced:
-                    self.limit.overflowed("tool")
-                found.calls[0] += 1
-                found.seconds[0] += seconds
+                    found = tools[tool] = self._call_cells(cells, "tool", tool)
                 if step.error:
-                    found.errors[0] += 1
-            elif step.kind is LLM:
+                    errors = found.errors
+                    if errors is not None:
+                        errors[0] += 1
+            elif kind is LLM:
                 model = step.model or "unknown"
-                self._model_cell(cells, cells.calls, model, model, self.model_calls, None)[0] += 1
-                self._model_cell(cells, cells.call_seconds, model, model, self.model_seconds, None)[0] += seconds
+                found = models.get(model)
+                if found is None:
+                    found = models[model] = self._call_cells(cells, "model", model)
+            else:
+                continue
+            if found.replaced:
+                self.limit.overflowed("tool" if kind is TOOL else "model")
+            found.calls[0] += 1
+            found.seconds[0] += max(step.end_ns - step.start_ns, 0) / 1e9
 
-    def _tool_cells(self, cells: AgentCells, tool: str) -> ToolCells:
-        """The cells of a tool's first call by the pair, its label limited (a replacement by `other` is counted at
-        every call)."""
-        label = self.limit.value("tool", tool)
-        key = (cells.service, cells.agent, label)
-        found = cells.tools[tool] = ToolCells(self.tool_calls.cell(key), self.tool_errors.cell(key),
-                                              self.tool_seconds.cell(key), label == OVERFLOW and tool != OVERFLOW)
+    def _call_cells(self, cells: AgentCells, label: str, value: str) -> CallCells:
+        """The cells of a tool's or model's first call by the pair, its label limited."""
+        replaced = not self.limit.admits(label, value)
+        key = (cells.service, cells.agent, OVERFLOW if replaced else value)
         self._count_kept(cells)
-        return found
+        if label == "tool":
+            return CallCells(self.tool_calls.cell(key), self.tool_seconds.cell(key), self.tool_errors.cell(key),
+                             replaced)
+        return CallCells(self.model_calls.cell(key), self.model_seconds.cell(key), None, replaced)
 
     def _model_cell(self, cells: AgentCells, found: dict[Any, list[float]], key: object, model: str, totals: Totals,
                     kind: str | None) -> list[float]:
@@ -347,7 +352,6 @@ class MastSeries:
             self._cells.clear()
             cells.tokens.clear()
             cells.cost.clear()
-            cells.calls.clear()
-            cells.call_seconds.clear()
+            cells.models.clear()
             cells.tools.clear()
             self._kept = 0

@@ -129,3 +129,27 @@ def test_the_watched_mode_is_counted_from_zero_from_an_agents_first_run() -> Non
     unwatched, _, plain = series(limit=10)
     unwatched.export_verdict(verdict("bot", "m"), NO_INCREMENT)
     assert samples(plain, "mast_failure_mode_traces_total") == {}
+
+
+def test_calls_by_tool_and_model_count_failures_from_zero_and_limit_their_labels() -> None:
+    from mastwatch.collector.model.steps import LLM, TOOL, Step
+
+    def run(*steps: tuple[str, str, bool]) -> Verdict:
+        made = [Step(b"t" * 16, bytes([i]) * 8, b"", LLM if kind == "llm" else TOOL, name, 0, 2_000_000_000, "svc",
+                     model=name if kind == "llm" else None, tool=name if kind == "tool" else None, error=error)
+                for i, (kind, name, error) in enumerate(steps)]
+        v = verdict("a", "m1")
+        v.trace_steps = made
+        return v
+
+    mast, replaced, registry = series(limit=2)
+    mast.export_verdict(run(("llm", "m1", False), ("tool", "t1", False), ("tool", "t1", True)), NO_INCREMENT)
+    mast.export_verdict(run(("tool", "t2", False), ("tool", "t3", True), ("llm", "m1", False)), NO_INCREMENT)
+    assert samples(registry, "mast_tool_calls_total") == {("svc", "a", "t1"): 2, ("svc", "a", "t2"): 1,
+                                                          ("svc", "a", "other"): 1}
+    assert samples(registry, "mast_tool_call_errors_total") == {("svc", "a", "t1"): 1, ("svc", "a", "t2"): 0,
+                                                                ("svc", "a", "other"): 1}
+    assert samples(registry, "mast_tool_call_seconds_total")[("svc", "a", "t1")] == 4.0
+    assert samples(registry, "mast_model_calls_total") == {("svc", "a", "m1"): 2}
+    assert samples(registry, "mast_model_call_seconds_total") == {("svc", "a", "m1"): 4.0}
+    assert replaced["tool"] == 1  # t3, past the limit of two tools
