@@ -100,6 +100,17 @@ def agents(grid: Grid, sel: str) -> None:
                       [prom(f'topk(10,\n  {_range("mast_failing_traces_total", sel, "service, agent")}\n  / {runs}\n'
                             f'  and on (service, agent) {runs} >= 10\n)', AGENT_LEGEND, instant=True)],
                       "percentunit", SHARE_STEPS, max_value=1), 10, 9)
+    by_tool = "service, agent, tool"
+    tool_legend = "{{tool}} · {{agent}} ({{service}})"
+    calls = _range("mast_tool_calls_total", sel, by_tool)
+    grid.add(bargauge("Tools failing most", "Tools with the most failed calls in the time range (span status error, "
+                      "or an error type recorded), per agent.",
+                      [prom(f'topk(10, {_range("mast_tool_call_errors_total", sel, by_tool)} > 0)', tool_legend,
+                            instant=True)], "short"), 12, 8)
+    grid.add(bargauge("Slowest tools", "Mean seconds per call in the time range, per agent, for tools called at least "
+                      "10 times.",
+                      [prom(f'topk(10,\n  {_range("mast_tool_call_seconds_total", sel, by_tool)}\n  / {calls}\n'
+                            f'  and on ({by_tool}) {calls} >= 10\n)', tool_legend, instant=True)], "s"), 12, 8)
 
 
 def failure_store(grid: Grid, config: Config, scope: Dialect, fleet: bool) -> None:
