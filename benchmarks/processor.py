@@ -9,8 +9,10 @@ exporters); then with its Prometheus exporter (not served); then with the store 
 directory, flushed at the end of each pass: the writer thread's and chDB's CPU count). Each stage's figure is
 process CPU time per span, best of `--passes` passes (the machine may be
 busy); what a stage adds is its figure minus the previous one. Ratios are against decoding, measured in the
-same run. The decoded input is frozen out of garbage collection, whose thresholds are the server's. Last, what
-counting a request's spans costs (how a full queue refuses it before decoding), against decoding it.
+same run. The decoded input is frozen out of garbage collection, whose thresholds are the server's. Then what
+counting a request's spans costs (how a full queue refuses it before decoding), against decoding it. Last, what
+the Prometheus exporter's counting of tool and model calls costs per span: its verdicts exported with their steps,
+against the same verdicts without them, best of `--passes` passes each.
 """
 
 from __future__ import annotations
@@ -21,14 +23,18 @@ import tempfile
 import time
 from collections.abc import Callable
 
+from prometheus_client import CollectorRegistry
+
 from mastwatch.collector.assemble import TraceAssembler
 from mastwatch.collector.classify.engine import ClassifierEngine
 from mastwatch.collector.config import ProcessorConfig
+from mastwatch.collector.model.verdict import Verdict
 from mastwatch.collector.normalize import normalize_span
-from mastwatch.collector.processor import Processor
+from mastwatch.collector.processor import NO_INCREMENT, Processor
 from mastwatch.collector.receiver.decode import SpanRecord, count_spans, decode
 from mastwatch.exporter.prometheus import PrometheusExporter, PrometheusExporterConfig
 from mastwatch.exporter.store import StoreConfig, StoreExporter
+from mastwatch.exporter.totals import LabelLimiter, MastSeries
 from mastwatch.service import GC_THRESHOLDS
 
 from traffic import requests
@@ -86,6 +92,43 @@ def _process(batches: list[list[SpanRecord]], prometheus: PrometheusExporter | N
     return run
 
 
+class _Verdicts:
+    """An exporter keeping the verdicts it is given."""
+
+    def __init__(self) -> None:
+        self.verdicts: list[Verdict] = []
+
+    def export_increments(self, increments: list) -> None:
+        pass
+
+    def export_verdicts(self, verdicts: list[Verdict], increments: list) -> None:
+        self.verdicts.extend(verdicts)
+
+    def shutdown(self) -> None:
+        pass
+
+
+def _call_counting(batches: list[list[SpanRecord]], passes: int) -> tuple[float, float]:
+    """CPU seconds to count the verdicts of `batches` in the mast_* series, without their steps and with them."""
+    kept = _Verdicts()
+    processor = Processor(ProcessorConfig(), [kept])
+    for spans in batches:
+        processor.process(spans, now=0.0)
+    processor.drain()
+    steps = [v.trace_steps for v in kept.verdicts]
+    best = [float("inf")] * 2
+    for _ in range(passes):
+        for with_steps in (False, True):
+            for verdict, its in zip(kept.verdicts, steps, strict=True):
+                verdict.trace_steps = its if with_steps else []
+            series = MastSeries(CollectorRegistry(), LabelLimiter(100, lambda label: None))
+            started = time.process_time()
+            for verdict in kept.verdicts:
+                series.export_verdict(verdict, NO_INCREMENT)
+            best[with_steps] = min(best[with_steps], time.process_time() - started)
+    return best[0], best[1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--spans", type=int, default=50_000)
@@ -124,6 +167,7 @@ def main() -> None:
             count_spans(body)
             hot += time.perf_counter_ns() - started_ns
         counting[1] = min(counting[1], hot / 1e9)
+    without_steps, with_steps = _call_counting(batches, args.passes)
     gc.set_threshold(*thresholds)
     gc.unfreeze()
     store.shutdown()
@@ -140,6 +184,9 @@ def main() -> None:
     cold, hot = (seconds * 1e6 / len(bodies) for seconds in counting)
     print(f"  a request's spans counted from its framing (a full queue's refusal, before decoding): {hot:.1f} µs "
           f"per request in cache ({cold:.1f} from memory), decoding it {best['decode'] * 1e6 / len(bodies):.0f}")
+    print(f"  mast_* series per verdict: {without_steps * 1e6 / n:.3f} µs per span; counting tool and model calls "
+          f"adds {(with_steps - without_steps) * 1e6 / n:.3f} (ratio to decode "
+          f"{(with_steps - without_steps) / best['decode']:.3f})")
 
 
 if __name__ == "__main__":
