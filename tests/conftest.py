@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import socket
+import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from mastwatch.config import Config, load
 from mastwatch.service import Service
@@ -28,6 +33,30 @@ def installed(name: str, package: str = PROMETHEUS_PACKAGE) -> str:
     if name in os.environ.get("MASTWATCH_TEST_REQUIRE", "").split(","):
         pytest.fail(message)
     pytest.skip(message)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def prometheus_process(tmp: Path, config: dict[str, Any]) -> Iterator[str]:
+    """A real Prometheus (Debian's `prometheus`) running `config` on a free loopback port, its data and its log
+    (`prometheus.log`) in `tmp`: its URL. Stopped on leaving."""
+    binary = installed("prometheus")
+    (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
+    web = f"127.0.0.1:{free_port()}"
+    with (tmp / "prometheus.log").open("w") as log:
+        proc = subprocess.Popen([binary, f"--config.file={tmp / 'prometheus.yml'}",
+                                 f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address={web}"],
+                                stdout=log, stderr=subprocess.STDOUT)
+        try:
+            yield f"http://{web}"
+        finally:
+            proc.terminate()
+            proc.wait(30)
 
 
 class RunningServer:

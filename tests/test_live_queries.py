@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import subprocess
 import threading
 import time
 import urllib.parse
@@ -19,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from mastwatch.config import Config
 from mastwatch.dashboards import report, rules
@@ -28,7 +25,7 @@ from mastwatch.dashboards.macros import ALL, TimeRange, Variable, expand_promql,
 from mastwatch.dashboards.panels import CLICKHOUSE, PROMETHEUS
 from mastwatch.demo import run_fleet
 from mastwatch.service import Service
-from tests.conftest import installed, server_config
+from tests.conftest import prometheus_process, server_config
 
 # The scrape adds deployment labels, as a Kubernetes one does: the dashboards' topology variables select on them.
 SCRAPE_LABELS = {"cluster": "test-cluster", "namespace": "agents"}
@@ -43,12 +40,6 @@ VARIABLES = {"mastwatch-failure-modes": FLEET_VARS, "mastwatch-repeated-spend": 
 # runs that query on judgements).
 MAY_BE_EMPTY = {"Rejected", "Rejections by reason"}
 STORE_MAY_BE_EMPTY = {"Judge verdicts by mode (sampled)"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -91,7 +82,6 @@ def _has_data(answer: dict[str, Any]) -> bool:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory) -> Iterator[Live]:
-    binary = installed("prometheus")
     tmp = tmp_path_factory.mktemp("live")
     config = server_config(tmp)
     service = Service(config)
@@ -103,37 +93,29 @@ def live(tmp_path_factory) -> Iterator[Live]:
     started = time.time()
     fleet.start()
     host, port = service.metrics_address
-    prometheus_yml = tmp / "prometheus.yml"
-    prometheus_yml.write_text(yaml.safe_dump({
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(rules.write(config, tmp / "rules"))],
-        "scrape_configs": [{"job_name": "mastwatch", "static_configs": [{"targets": [f"{host}:{port}"],
-                                                                          "labels": SCRAPE_LABELS}]}]}))
-    web = f"127.0.0.1:{_free_port()}"
-    log = (tmp / "prometheus.log").open("w")
-    proc = subprocess.Popen([binary, f"--config.file={prometheus_yml}", f"--storage.tsdb.path={tmp / 'tsdb'}",
-                             f"--web.listen-address={web}"], stdout=log, stderr=subprocess.STDOUT)
-    live = Live(config, service, f"http://{web}", started)
     try:
-        deadline = time.monotonic() + 30
-        while True:  # ready, scraping, and the demo's loops counted
-            try:
-                # 503 while its storage starts (an HTTPError, an OSError), when the query API answers no JSON
-                urllib.request.urlopen(f"{live.prometheus}/-/ready", timeout=5).close()
-                answer = live.api("/api/v1/query", query="sum(rate(mast_wasted_cost_usd_total[10s])) > 0")
-                if answer["data"]["result"]:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, (tmp / "prometheus.log").read_text()[-2000:]
-            time.sleep(0.2)
-        yield live
+        with prometheus_process(tmp, {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(rules.write(config, tmp / "rules"))],
+                "scrape_configs": [{"job_name": "mastwatch", "static_configs": [{"targets": [f"{host}:{port}"],
+                                                                                  "labels": SCRAPE_LABELS}]}]}) as url:
+            live = Live(config, service, url, started)
+            deadline = time.monotonic() + 30
+            while True:  # ready, scraping, and the demo's loops counted
+                try:
+                    # 503 while its storage starts (an HTTPError, an OSError), when the query API answers no JSON
+                    urllib.request.urlopen(f"{live.prometheus}/-/ready", timeout=5).close()
+                    answer = live.api("/api/v1/query", query="sum(rate(mast_wasted_cost_usd_total[10s])) > 0")
+                    if answer["data"]["result"]:
+                        break
+                except OSError:
+                    pass
+                assert time.monotonic() < deadline, (tmp / "prometheus.log").read_text()[-2000:]
+                time.sleep(0.2)
+            yield live
     finally:
         stop.set()
         fleet.join(30)
-        proc.terminate()
-        proc.wait(30)
-        log.close()
         service.stop()
 
 

@@ -5,13 +5,10 @@ webhook on loopback here. The routing of every generated alert is checked with a
 
 from __future__ import annotations
 
-import json
-import socket
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,43 +17,12 @@ import yaml
 
 from mastwatch.dashboards import rules
 from mastwatch.demo import run_fleet
-from tests.conftest import installed, server_config
+from tests.conftest import free_port, installed, prometheus_process, server_config
+from tests.test_stop_signal import Hooks
 
 ALERTMANAGER_YML = Path(__file__).resolve().parents[1] / "deploy" / "compose" / "alertmanager.yml"
 ALERTMANAGER_PACKAGE = "Debian's prometheus-alertmanager package (apt-get install prometheus-alertmanager; " \
                        ".ci/run installs it)"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Webhook:
-    """Alertmanager's webhook notifications received on loopback: (receiver, alert) pairs."""
-
-    def __init__(self) -> None:
-        received: list[tuple[str, dict[str, Any]]] = []
-        self.received = received
-
-        class Hook(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                received.extend((body["receiver"], alert) for alert in body["alerts"])
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alerts"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def _route(amtool: str, config: Path, labels: dict[str, str]) -> str:
@@ -80,66 +46,64 @@ def test_the_compose_alertmanager_config_is_valid_and_routes_every_alert_by_seve
 
 
 @pytest.fixture
-def alertmanager(tmp_path) -> Iterator[tuple[str, Webhook]]:
+def alertmanager(tmp_path) -> Iterator[tuple[str, Hooks]]:
     """A running Alertmanager with the compose stack's config, every receiver sending to a loopback webhook; its
     group_wait cut from 30 s to 1 s (what this test would otherwise wait)."""
     binary = installed("prometheus-alertmanager", ALERTMANAGER_PACKAGE)
-    hook = Webhook()
+    hooks = Hooks()
     config = yaml.safe_load(ALERTMANAGER_YML.read_text(encoding="utf-8"))
     for receiver in config["receivers"]:
-        receiver["webhook_configs"] = [{"url": hook.url, "send_resolved": False}]
+        receiver["webhook_configs"] = [{"url": hooks.url, "send_resolved": False}]
     config["route"]["group_wait"] = "1s"
     (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(config))
-    web = f"127.0.0.1:{_free_port()}"
+    web = f"127.0.0.1:{free_port()}"
     log = (tmp_path / "alertmanager.log").open("w")
     proc = subprocess.Popen([binary, f"--config.file={tmp_path / 'alertmanager.yml'}",
                              f"--storage.path={tmp_path / 'am-data'}", f"--web.listen-address={web}",
                              "--cluster.listen-address="], stdout=log, stderr=subprocess.STDOUT)
     try:
-        yield f"http://{web}", hook
+        yield web, hooks
     finally:
         proc.terminate()
         proc.wait(30)
         log.close()
-        hook.close()
+        hooks.close()
+
+
+def _notified(hooks: Hooks) -> list[tuple[str, dict[str, Any]]]:
+    """(receiver, alert) of every notification the webhook received."""
+    return [(body["receiver"], alert) for _, body, _, _ in list(hooks.received) for alert in body["alerts"]]
 
 
 def test_an_agent_over_its_spend_budget_pages_the_oncall_receiver(tmp_path, start_server, alertmanager) -> None:
     """The demo's looping agents burn money on repeated steps; with a budget of a hundredth of a cent and no hold,
     MastRepeatedStepSpendOverBudget fires and reaches the receiver its severity routes to, with the agent named
     and a runbook link."""
-    prometheus = installed("prometheus")
-    am_url, hook = alertmanager
+    address, hooks = alertmanager
     server = start_server(rules__wasted_spend__budget_usd=0.0001, rules__wasted_spend__hold=0,
                           rules__labels={"team": "agents-sre"})
     service = server.service
     host, port = service.metrics_address
-    prometheus_yml = tmp_path / "prometheus.yml"
-    prometheus_yml.write_text(yaml.safe_dump({
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(rules.write(service.config, tmp_path / "rules"))],
-        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [am_url.removeprefix("http://")]}]}]},
-        "scrape_configs": [{"job_name": "mastwatch", "static_configs": [{"targets": [f"{host}:{port}"]}]}]}))
-    log = (tmp_path / "prometheus.log").open("w")
-    proc = subprocess.Popen([prometheus, f"--config.file={prometheus_yml}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                             f"--web.listen-address=127.0.0.1:{_free_port()}"], stdout=log, stderr=subprocess.STDOUT)
     stop = threading.Event()
     fleet = threading.Thread(target=run_fleet, args=(server.grpc_endpoint, f"127.0.0.1:{service.http.port}", stop),
                              kwargs={"pace": 0.02, "seed": 7, "delay_ms": 200}, daemon=True)
     fleet.start()
     try:
-        deadline = time.monotonic() + 90
-        while not any(a["labels"]["alertname"] == "MastRepeatedStepSpendOverBudget" for _, a in hook.received):
-            assert time.monotonic() < deadline, "no page within 90 s: " + \
-                (tmp_path / "prometheus.log").read_text()[-1500:] + (tmp_path / "alertmanager.log").read_text()[-1500:]
-            time.sleep(0.5)
+        with prometheus_process(tmp_path, {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(rules.write(service.config, tmp_path / "rules"))],
+                "alerting": {"alertmanagers": [{"static_configs": [{"targets": [address]}]}]},
+                "scrape_configs": [{"job_name": "mastwatch", "static_configs": [{"targets": [f"{host}:{port}"]}]}]}):
+            deadline = time.monotonic() + 90
+            while not any(a["labels"]["alertname"] == "MastRepeatedStepSpendOverBudget" for _, a in _notified(hooks)):
+                assert time.monotonic() < deadline, "no page within 90 s: " + \
+                    (tmp_path / "prometheus.log").read_text()[-1500:] + \
+                    (tmp_path / "alertmanager.log").read_text()[-1500:]
+                time.sleep(0.5)
     finally:
         stop.set()
         fleet.join(30)
-        proc.terminate()
-        proc.wait(30)
-        log.close()
-    receiver, alert = next((r, a) for r, a in hook.received
+    receiver, alert = next((r, a) for r, a in _notified(hooks)
                            if a["labels"]["alertname"] == "MastRepeatedStepSpendOverBudget")
     assert receiver == "oncall" and alert["status"] == "firing"
     assert alert["labels"]["severity"] == "warning" and alert["labels"]["team"] == "agents-sre"
