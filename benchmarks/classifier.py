@@ -15,7 +15,7 @@ busy); with all default detectors and with FM-1.3 alone in the same run. Each ru
 arguments and results, and the cache of small values already reduced is emptied before every pass: a live
 server meets a run's arguments for the first time. A finished trace's classifier state is dropped as the
 processor drops it. The generated input is frozen out of garbage collection, and the collector runs with the
-server's thresholds (`mastwatch.service.GC_THRESHOLDS`).
+server's thresholds (`mastwatch.collector.processor.GC_THRESHOLDS`).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from mastwatch.collector.classify.engine import ClassifierEngine
 from mastwatch.collector.model import content as content_cache
 from mastwatch.collector.model.trace import Trace
 from mastwatch.collector.normalize import normalize_span
+from mastwatch.collector.processor import GC_THRESHOLDS
 from mastwatch.collector.receiver.decode import SpanRecord, records
 from mastwatch.evaluate import without_content
-from mastwatch.service import GC_THRESHOLDS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.scenarios import Run  # the checkout's, as the recorded runs

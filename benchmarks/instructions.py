@@ -35,12 +35,11 @@ def _run(stage: str, spans: int, content: bool, detectors: list[str] | None = No
     """One stage, in this process (what valgrind counts)."""
     from mastwatch.collector.classify.detectors import load_detectors
     from mastwatch.collector.config import ProcessorConfig
-    from mastwatch.collector.processor import Processor
+    from mastwatch.collector.processor import GC_THRESHOLDS, Processor
     from mastwatch.collector.receiver.decode import decode
     from mastwatch.exporter.prometheus import PrometheusExporter, PrometheusExporterConfig
     from mastwatch.exporter.store.queue import DurableQueue
     from mastwatch.exporter.store.records import encode
-    from mastwatch.service import GC_THRESHOLDS
 
     from traffic import SERVER_PROCESSOR, requests
 

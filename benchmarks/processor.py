@@ -30,12 +30,11 @@ from mastwatch.collector.classify.engine import ClassifierEngine
 from mastwatch.collector.config import ProcessorConfig
 from mastwatch.collector.model.verdict import Verdict
 from mastwatch.collector.normalize import normalize_span
-from mastwatch.collector.processor import NO_INCREMENT, Processor
+from mastwatch.collector.processor import GC_THRESHOLDS, NO_INCREMENT, Processor
 from mastwatch.collector.receiver.decode import SpanRecord, count_spans, decode
 from mastwatch.exporter.prometheus import PrometheusExporter, PrometheusExporterConfig
 from mastwatch.exporter.store import StoreConfig, StoreExporter
 from mastwatch.exporter.totals import LabelLimiter, MastSeries
-from mastwatch.service import GC_THRESHOLDS
 
 from traffic import requests
 

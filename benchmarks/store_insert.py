@@ -154,7 +154,7 @@ def _exporter_looping(path: str, n: int, batch: int) -> tuple[float, float, floa
 
 
 def _run(target, n: int, batch: int, out) -> None:
-    from mastwatch.service import GC_THRESHOLDS
+    from mastwatch.collector.processor import GC_THRESHOLDS
 
     os.sched_setaffinity(0, {CPU})
     gc.set_threshold(*GC_THRESHOLDS)  # as the server sets them

@@ -48,6 +48,15 @@ class LiveListener(Protocol):
         """Called on the processor's thread: must not block (queue, and return)."""
 
 
+# The garbage collector's thresholds in a process running a processor. Buffered traces are many long-lived objects,
+# and a completed trace is freed by reference counting (nothing points back at it): the young generation is collected
+# seldom. Its count is of objects allocated less those freed, so a collection runs once 2,000,000 more are alive than
+# after the last one: the traces buffered under load come and go below that, and a collection walks them all, on
+# whichever thread allocated last (often a gRPC worker). Lower thresholds made collections a visible share of the
+# server's CPU (benchmarks/throughput.py prints it); the benchmarks measure with the same thresholds. Garbage in
+# reference cycles (rare here) can reach that many objects before it is collected.
+GC_THRESHOLDS: Final = (2_000_000, 20, 100)  # set by the server at start (mastwatch/service.py)
+
 NO_WASTE: Final = Waste()  # the waste of a trace without repeated steps; shared, never changed
 MAX_NAMING_SERVICES: Final = 10_000  # services remembered as naming their agents
 

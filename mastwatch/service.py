@@ -15,7 +15,7 @@ from typing import Any
 from mastwatch import remote
 from mastwatch.collector.judge.stage import Judge
 from mastwatch.collector.model.modes import MODES
-from mastwatch.collector.processor import Exporter, LiveListener, Processor
+from mastwatch.collector.processor import GC_THRESHOLDS, Exporter, LiveListener, Processor
 from mastwatch.collector.receiver.grpc_server import GrpcReceiver
 from mastwatch.collector.receiver.http_server import OtlpHttpServer
 from mastwatch.config import Config
@@ -29,14 +29,6 @@ from mastwatch.exporter.store import StoreExporter
 from mastwatch.exporter.webhook import WebhookNotifier
 
 log = logging.getLogger(__name__)
-# Buffered traces are many long-lived objects, and a completed trace is freed by reference counting (nothing
-# points back at it): the young generation is collected seldom. Its count is of objects allocated less those freed,
-# so a collection runs once 2,000,000 more are alive than after the last one: the traces buffered under load come
-# and go below that, and a collection walks them all, on whichever thread allocated last (often a gRPC worker).
-# Lower thresholds made collections a visible share of the server's CPU (benchmarks/throughput.py prints it);
-# benchmarks/processor.py measures with the same thresholds. Garbage in reference cycles (rare here) can reach that
-# many objects before it is collected.
-GC_THRESHOLDS = (2_000_000, 20, 100)
 
 
 def occupied_endpoints(config: Config) -> list[str]:
