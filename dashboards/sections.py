@@ -222,33 +222,29 @@ def spend(grid: Grid, config: Config, sel: str, model_sel: str, by: str, legend:
 
 def calls(grid: Grid, sel: str, model_sel: str) -> None:
     """Tool and model calls: how many, how many failed, how long they took (counted when a run is classified)."""
-    tools, msel = "mast_tool_calls_total", f"{sel}{model_sel}"
+    tools, errors, seconds = "mast_tool_calls_total", "mast_tool_call_errors_total", "mast_tool_call_seconds_total"
+    msel, per_tool = f"{sel}{model_sel}", _rate(tools, sel, "tool")
     grid.row("Tool and model calls")
     grid.add(timeseries("Tool calls by tool", "Tool calls per minute, by tool.",
                         [prom(_rate(tools, sel, "tool", 60), "{{tool}}")], "suffix: calls/min", stack=True), 8, 8)
     grid.add(timeseries("Tool failures by tool", "Share of each tool's calls that failed (span status error, or an "
                         "error type recorded).",
-                        [prom(f'{_rate("mast_tool_call_errors_total", sel, "tool")}\n/ {_rate(tools, sel, "tool")}',
-                              "{{tool}}")], "percentunit", thresholds=SHARE_STEPS, threshold_style="dashed",
-                        max_value=1), 8, 8)
+                        [prom(f'{_rate(errors, sel, "tool")}\n/ {per_tool}', "{{tool}}")], "percentunit",
+                        thresholds=SHARE_STEPS, threshold_style="dashed", max_value=1), 8, 8)
     grid.add(timeseries("Mean tool call time by tool", "Seconds per call, by tool.",
-                        [prom(f'{_rate("mast_tool_call_seconds_total", sel, "tool")}\n/ {_rate(tools, sel, "tool")}',
-                              "{{tool}}")], "s"), 8, 8)
+                        [prom(f'{_rate(seconds, sel, "tool")}\n/ {per_tool}', "{{tool}}")], "s"), 8, 8)
     grid.add(timeseries("Model calls by model", "Model (inference) calls per minute, by model.",
                         [prom(_rate("mast_model_calls_total", msel, "model", 60), "{{model}}")], "suffix: calls/min",
                         stack=True), 12, 8)
     grid.add(timeseries("Mean model call time by model", "Seconds per model call, by model.",
                         [prom(f'{_rate("mast_model_call_seconds_total", msel, "model")}\n/ '
                               f'{_rate("mast_model_calls_total", msel, "model")}', "{{model}}")], "s"), 12, 8)
-    called = _range(tools, sel, "tool")
+    called, failed = _range(tools, sel, "tool"), _range(errors, sel, "tool")
     grid.add(table("Tools in the time range", "Per tool: calls, failed calls and their share, mean seconds per "
                    "call, and calls that repeated a completed step (FM-1.3).", [
-                       prom(called, table=True, ref="A"),
-                       prom(_range("mast_tool_call_errors_total", sel, "tool"), table=True, ref="B"),
-                       prom(f'{_range("mast_tool_call_errors_total", sel, "tool")}\n/ {called}', table=True,
-                            ref="C"),
-                       prom(f'{_range("mast_tool_call_seconds_total", sel, "tool")}\n/ {called}', table=True,
-                            ref="D"),
+                       prom(called, table=True, ref="A"), prom(failed, table=True, ref="B"),
+                       prom(f"{failed}\n/ {called}", table=True, ref="C"),
+                       prom(f'{_range(seconds, sel, "tool")}\n/ {called}', table=True, ref="D"),
                        prom(_range("mast_repeated_steps_total", sel, "tool"), table=True, ref="E")],
                    transformations=[{"id": "merge", "options": {}},
                                     {"id": "organize", "options": {"excludeByName": {"Time": True}, "renameByName": {

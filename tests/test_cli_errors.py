@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_lifecycle import MASTWATCH, _free_port, _wait_http
+from tests.conftest import free_port
+from tests.test_lifecycle import MASTWATCH, _wait_http
 
 CHDB_OWN = "DB::Exception: Cannot lock file"  # chDB's own line when its directory is locked; ours follows
 
@@ -50,7 +51,7 @@ def test_a_wrong_command_is_one_clear_line(tmp_path: Path, args: tuple[str, ...]
 
 def test_a_store_another_process_holds_is_one_clear_line(tmp_path: Path) -> None:
     store = str(tmp_path / "held")
-    ports = [f"127.0.0.1:{_free_port()}" for _ in range(3)]
+    ports = [f"127.0.0.1:{free_port()}" for _ in range(3)]
     first = subprocess.Popen([*MASTWATCH, "serve", "--grpc-endpoint", ports[0], "--http-endpoint", ports[1],
                               "--metrics-endpoint", ports[2], "--store-path", store], stderr=subprocess.DEVNULL)
     try:

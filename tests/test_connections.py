@@ -13,7 +13,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.test_lifecycle import MASTWATCH, _free_port, _wait_http
+from tests.conftest import free_port
+from tests.test_lifecycle import MASTWATCH, _wait_http
 from tests.test_receiver import grpc_export, post, request_of
 
 OPEN_FILES = 1024
@@ -41,7 +42,7 @@ def test_idle_and_slow_connections_do_not_stop_other_clients(tmp_path: Path) -> 
     if hard != resource.RLIM_INFINITY and hard < IDLE + 500:
         pytest.skip(f"this test opens {IDLE} sockets: the open-file limit is {hard}")
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, IDLE + 1000)), hard))
-    grpc_port, http_port, metrics_port = _free_port(), _free_port(), _free_port()
+    grpc_port, http_port, metrics_port = free_port(), free_port(), free_port()
     proc = subprocess.Popen([*MASTWATCH, "serve", "--grpc-endpoint", f"127.0.0.1:{grpc_port}",
                              "--http-endpoint", f"127.0.0.1:{http_port}",
                              "--metrics-endpoint", f"127.0.0.1:{metrics_port}", "--store-path", str(tmp_path / "s"),

@@ -20,6 +20,7 @@ import pytest
 
 from mastwatch.demo import BEHAVIOURS, FLEET, SimulatedAgent
 from mastwatch.exporter.store.chdb_engine import ChdbEngine
+from tests.conftest import free_port
 from tests.otlp_corpus import corpus, to_otlp_json_line
 from tests.scenarios import scenarios
 from tests.sdk_agents import agent_run, chat, provider, step, tool
@@ -98,12 +99,6 @@ def _query_store(path: Path, sql: str) -> list[dict]:
         engine.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait_http(url: str, timeout: float = 30.0) -> str:
     deadline = time.monotonic() + timeout
     while True:
@@ -127,7 +122,7 @@ class _Serve:
 
 
 def _serve(store: Path, *settings: str) -> _Serve:
-    grpc, http, metrics = (f"127.0.0.1:{_free_port()}" for _ in range(3))
+    grpc, http, metrics = (f"127.0.0.1:{free_port()}" for _ in range(3))
     command = [*MASTWATCH, "serve", "--grpc-endpoint", grpc, "--http-endpoint", http, "--metrics-endpoint", metrics,
                "--store-path", str(store)]
     for setting in settings:
@@ -252,7 +247,7 @@ def test_replay_store_and_bad_input(tmp_path: Path) -> None:
 
 
 def test_demo_fills_metrics_and_store_within_a_minute(tmp_path: Path) -> None:
-    grpc_port, http_port, metrics_port = _free_port(), _free_port(), _free_port()
+    grpc_port, http_port, metrics_port = free_port(), free_port(), free_port()
     store = tmp_path / "store"
     env = {**os.environ, "MASTWATCH_PROCESSOR__DECISION_WAIT": "1s"}
     proc = subprocess.Popen([*MASTWATCH, "demo", "--grpc-endpoint", f"127.0.0.1:{grpc_port}", "--http-endpoint",
@@ -308,7 +303,7 @@ def test_ports_in_use_are_one_clear_line(tmp_path: Path) -> None:
             taken.bind(("127.0.0.1", 0))
             taken.listen()
         http, metrics = http_taken.getsockname()[1], metrics_taken.getsockname()[1]
-        result = subprocess.run([*MASTWATCH, "serve", "--grpc-endpoint", f"127.0.0.1:{_free_port()}",
+        result = subprocess.run([*MASTWATCH, "serve", "--grpc-endpoint", f"127.0.0.1:{free_port()}",
                                  "--http-endpoint", f"127.0.0.1:{http}", "--metrics-endpoint",
                                  f"127.0.0.1:{metrics}", "--store-path", str(tmp_path / "s")],
                                 capture_output=True, text=True, timeout=60)

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
+from mastwatch.config import Config
 from mastwatch.dashboards import rules
 from mastwatch.demo import run_fleet
-from tests.conftest import free_port, installed, prometheus_process, server_config
+from tests.conftest import free_port, installed, prometheus_process
 from tests.test_stop_signal import Hooks
 
 ALERTMANAGER_YML = Path(__file__).resolve().parents[1] / "deploy" / "compose" / "alertmanager.yml"
@@ -38,7 +39,7 @@ def test_the_compose_alertmanager_config_is_valid_and_routes_every_alert_by_seve
                             timeout=60)
     assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
     expected = {"critical": "oncall", "warning": "oncall", "info": "tickets"}
-    alerts = rules.alerts(server_config(Path("/nonexistent")))
+    alerts = rules.alerts(Config())
     assert {a["labels"]["severity"] for a in alerts} == set(expected)
     for alert in alerts:
         labels = {"alertname": alert["alert"], **alert["labels"]}

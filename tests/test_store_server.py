@@ -20,7 +20,8 @@ from mastwatch.exporter.store import StoreConfig, StoreExporter
 from mastwatch.exporter.store.clickhouse_engine import ClickhouseEngine
 from mastwatch.exporter.store.queries import PARAMETERS, QUERIES, Filters, run
 from tests.clickhouse_http import ClickHouseHTTP
-from tests.test_lifecycle import MASTWATCH, _free_port, _wait_http
+from tests.conftest import free_port
+from tests.test_lifecycle import MASTWATCH, _wait_http
 from tests.test_receiver import post, request_of
 from tests.test_store import check_upgrade, export_and_check_times, make_verdict
 from tests.test_store_queries import DAY, T0, fill
@@ -162,7 +163,7 @@ def _metric(metrics_url: str, name: str) -> float:
 
 
 def test_killed_with_rows_queued_then_restarted_nothing_lost_or_doubled(endpoint, tmp_path) -> None:
-    grpc_port, http_port, metrics_port = _free_port(), _free_port(), _free_port()
+    grpc_port, http_port, metrics_port = free_port(), free_port(), free_port()
     metrics = f"http://127.0.0.1:{metrics_port}/metrics"
     command = [*MASTWATCH, "serve", "--grpc-endpoint", f"127.0.0.1:{grpc_port}", "--http-endpoint",
                f"127.0.0.1:{http_port}", "--metrics-endpoint", f"127.0.0.1:{metrics_port}", "--store-path",
