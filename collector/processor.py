@@ -459,17 +459,22 @@ class Processor:
             group.append(s)
         tokens: dict[tuple[str, str], int] = {}
         cost: dict[str, float] = {}
+        calls: dict[str, tuple[int, float]] = {}
         unpriced: dict[str, int] | None = None  # model -> inference calls (made at the first: most traces have none)
         input_tokens = output_tokens = 0
         for (model, provider), steps in by_model.items():
-            uncached = output = cache_read = cache_write = 0
+            uncached = output = cache_read = cache_write = nanoseconds = 0
             for s in steps:
                 input_tokens += s.input_tokens
                 uncached += max(s.input_tokens - s.cache_read_tokens - s.cache_write_tokens, 0)
                 output += s.output_tokens
                 cache_read += s.cache_read_tokens
                 cache_write += s.cache_write_tokens
+                nanoseconds += max(s.end_ns - s.start_ns, 0)
             output_tokens += output
+            called = calls.get(model)  # one model through two providers: one entry
+            calls[model] = (len(steps), nanoseconds / 1e9) if called is None else \
+                (called[0] + len(steps), called[1] + nanoseconds / 1e9)
             if uncached:
                 add_tokens(tokens, model, "input", uncached)
             if output:
@@ -495,4 +500,4 @@ class Processor:
             steps=len(trace.steps), llm_calls=len(trace.llm_steps), tool_calls=trace.tool_calls,
             input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=usd_total(cost),
             findings=findings, waste=waste, completion=reason, tokens=tokens, cost=cost,
-            not_assessed=self.engine.not_assessed_for(trace), trace_steps=trace.steps)
+            not_assessed=self.engine.not_assessed_for(trace), trace_steps=trace.steps, model_calls=calls)

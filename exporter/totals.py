@@ -13,7 +13,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricF
 from prometheus_client.utils import floatToGoString
 
 from mastwatch.collector.model.published import Increment
-from mastwatch.collector.model.steps import LLM, TOOL
+from mastwatch.collector.model.steps import TOOL
 from mastwatch.collector.model.verdict import Verdict
 
 OVERFLOW: Final = "other"
@@ -267,30 +267,32 @@ class MastSeries:
         self._count_calls(cells, verdict)
 
     def _count_calls(self, cells: AgentCells, verdict: Verdict) -> None:
-        """Model and tool calls of the run, with their time, by model and by tool."""
+        """Model and tool calls of the run, with their time, by model (as the verdict counted them) and by tool."""
         tools, models = cells.tools, cells.models
         for step in verdict.trace_steps:
-            kind = step.kind
-            if kind is TOOL:
-                tool = step.tool or step.name
-                found = tools.get(tool)
-                if found is None:
-                    found = tools[tool] = self._call_cells(cells, "tool", tool)
-                if step.error:
-                    errors = found.errors
-                    if errors is not None:
-                        errors[0] += 1
-            elif kind is LLM:
-                model = step.model or "unknown"
-                found = models.get(model)
-                if found is None:
-                    found = models[model] = self._call_cells(cells, "model", model)
-            else:
+            if step.kind is not TOOL:
                 continue
+            tool = step.tool or step.name
+            found = tools.get(tool)
+            if found is None:
+                found = tools[tool] = self._call_cells(cells, "tool", tool)
+            if step.error:
+                errors = found.errors
+                if errors is not None:
+                    errors[0] += 1
             if found.replaced:
-                self.limit.overflowed("tool" if kind is TOOL else "model")
+                self.limit.overflowed("tool")
             found.calls[0] += 1
             found.seconds[0] += max(step.end_ns - step.start_ns, 0) / 1e9
+        for model, (n, seconds) in verdict.model_calls.items():
+            found = models.get(model)
+            if found is None:
+                found = models[model] = self._call_cells(cells, "model", model)
+            if found.replaced:
+                for _ in range(n):  # counted per call, as the tools' replacements are
+                    self.limit.overflowed("model")
+            found.calls[0] += n
+            found.seconds[0] += seconds
 
     def _call_cells(self, cells: AgentCells, label: str, value: str) -> CallCells:
         """The cells of a tool's or model's first call by the pair, its label limited."""

@@ -140,6 +140,10 @@ def test_calls_by_tool_and_model_count_failures_from_zero_and_limit_their_labels
                 for i, (kind, name, error) in enumerate(steps)]
         v = verdict("a", "m1")
         v.trace_steps = made
+        for step in made:  # as the processor counts a run's model calls
+            if step.kind is LLM and step.model is not None:
+                n, seconds = v.model_calls.get(step.model, (0, 0.0))
+                v.model_calls[step.model] = (n + 1, seconds + (step.end_ns - step.start_ns) / 1e9)
         return v
 
     mast, replaced, registry = series(limit=2)

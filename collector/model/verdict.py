@@ -57,12 +57,14 @@ class Verdict:
     cost: dict[str, float]  # model -> USD
     not_assessed: list[str]  # modes no detector (or judge) looked for
     trace_steps: list[Step]  # the run's steps, as they arrived, for the store's step rows (not in the JSON)
+    model_calls: dict[str, tuple[int, float]]  # model -> (inference calls, their seconds); not in the JSON
 
     def __init__(self, trace_id: str, service: str, agent: str, models: list[str], started_at_ns: int,
                  ended_at_ns: int, steps: int, llm_calls: int, tool_calls: int, input_tokens: int, output_tokens: int,
                  cost_usd: float, findings: dict[str, Finding], waste: Waste, completion: str = "complete",
                  tokens: dict[tuple[str, str], int] | None = None, cost: dict[str, float] | None = None,
-                 not_assessed: list[str] | None = None, trace_steps: list[Step] | None = None) -> None:
+                 not_assessed: list[str] | None = None, trace_steps: list[Step] | None = None,
+                 model_calls: dict[str, tuple[int, float]] | None = None) -> None:
         self.trace_id, self.service, self.agent, self.models = trace_id, service, agent, models
         self.started_at_ns, self.ended_at_ns, self.steps = started_at_ns, ended_at_ns, steps
         self.llm_calls, self.tool_calls, self.input_tokens, self.output_tokens = (llm_calls, tool_calls, input_tokens,
@@ -72,6 +74,7 @@ class Verdict:
         self.cost = {} if cost is None else cost
         self.not_assessed = [] if not_assessed is None else not_assessed
         self.trace_steps = [] if trace_steps is None else trace_steps
+        self.model_calls = {} if model_calls is None else model_calls
 
     @property
     def wasted_cost_usd(self) -> float:
