@@ -277,6 +277,12 @@ def spend_store(grid: Grid, config: Config, scope: Dialect) -> None:
                    [sql(q.WASTED_BY_AGENT, db, scope)],
                    overrides=[override("spend_usd", **usd), override("wasted_usd", **usd),
                               override("wasted_share", unit="percentunit", decimals=1)], sort_by="wasted_usd"), 12, 8)
+    grid.add(table("Spend and waste by agent and model (store)", "Every run's model calls per agent and model: runs, "
+                   "calls, mean seconds per call, tokens, USD (unpriced_runs: runs whose model has no price, counted "
+                   "as 0), and what repeated steps burnt of it, from mast_model_spend.",
+                   [sql(q.SPEND_BY_MODEL, db, scope)],
+                   overrides=[override("spend_usd", **usd), override("wasted_usd", **usd),
+                              override("wasted_share", unit="percentunit", decimals=1)], sort_by="spend_usd"), 24, 8)
     grid.add(table("Wasted tokens and USD by agent and model (store)", "Repeated steps per agent and the model "
                    "whose calls produced them: tokens by type (uncached input, output, cache reads and writes) and "
                    "USD, from mast_repeated_steps.", [sql(q.WASTE_BY_MODEL, db, scope)],

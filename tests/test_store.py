@@ -20,6 +20,7 @@ from mastwatch.exporter.store.schema import (
     COLUMNS,
     FINDINGS,
     MIGRATIONS,
+    MODEL_SPEND,
     REPEATED_STEPS,
     STEPS,
     TABLES,
@@ -38,7 +39,8 @@ MODEL = "gpt-4.1-mini"
 def make_verdict(trace: int = 0xAB, service: str = "svc", agent: str = "agent 'x'", started_ns: int =
                  1_700_000_000_123_456_789, tools: tuple[str, ...] = ("search", "search"), cost: float = 0.0004,
                  modes: tuple[str, ...] = ("FM-1.3",)) -> Verdict:
-    """A verdict whose repeated steps are `tools`; the first step carries the producing call's spend."""
+    """A verdict whose repeated steps are `tools`; the first step carries the producing call's spend (`cost`), the
+    run's model calls cost 0.0002 USD more."""
     steps = [make_step(StepKind.TOOL, started_ns + i, started_ns + i + 1, tool=tool, args=Content({"q": "a\tb\n"}))
              for i, tool in enumerate(tools)]
     charged = (("input", 900), ("output", 40), ("cache_read", 0), ("cache_write", 0))
@@ -49,8 +51,10 @@ def make_verdict(trace: int = 0xAB, service: str = "svc", agent: str = "agent 'x
                          for i, s in enumerate(steps)])
     findings = {code: Finding(code, 0.9, [b"\x01" * 8, b"\x02" * 8], 'search called 3 times with {"q":"a\\tb\\n"}')
                 for code in modes}
+    spent = cost + 0.0002  # the run's model calls: the repeats' and the rest
     return Verdict(f"{trace:032x}", service, agent, [MODEL], started_ns, started_ns + 1_000_000_000, 5, 3, 2, 1200,
-                   60, 0.0006, findings, waste)
+                   60, spent, findings, waste, tokens={(MODEL, "input"): 1100, (MODEL, "cache_read"): 100,
+                                                       (MODEL, "output"): 60}, cost={MODEL: spent})
 
 
 _verdict = make_verdict
@@ -66,8 +70,9 @@ def test_a_batch_of_verdicts_is_one_record_holding_every_row_in_order() -> None:
     batch = [make_verdict(trace=1), make_verdict(trace=2, tools=(), modes=()),
              make_verdict(trace=3, tools=("a", "b", "c"), modes=("FM-1.3", "FM-3.3"))]
     rows, payload = encode(batch)
-    assert rows == 3 + (1 + 0 + 2) + (2 + 0 + 3)  # traces, findings, repeated steps
+    assert rows == 3 + (1 + 0 + 2) + (2 + 0 + 3) + 3  # traces, findings, repeated steps, spend per model
     tables = decode(Batch("q", 0, 1, rows, [payload]))
+    assert [row[0][-1] for row in read_blocks(tables[MODEL_SPEND])[1]] == ["1", "2", "3"]
     (names, traces), (_, findings), (_, steps) = (read_blocks(tables[t]) for t in (TRACES, FINDINGS, REPEATED_STEPS))
     assert [name for name, _ in names] == list(COLUMNS[TRACES])
     assert [row[0][-1] for row in traces] == ["1", "2", "3"]
@@ -157,12 +162,12 @@ def test_rows_beyond_the_queue_bound_are_dropped_and_counted(tmp_path) -> None:
     from mastwatch.exporter.prometheus import SelfMetrics
 
     telemetry = SelfMetrics(CollectorRegistry())
-    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=60, max_queued_rows=8), telemetry)
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=60, max_queued_rows=10), telemetry)
     try:
-        for _ in range(3):  # four rows each (trace, finding, two steps): 12 rows for a queue of 8
+        for _ in range(3):  # five rows each (trace, finding, two steps, spend): 15 rows for a queue of 10
             store.export_verdicts([_verdict()], [NO_INCREMENT])
-        assert telemetry.store_dropped._value.get() == 4  # the oldest verdict, whole
-        assert telemetry.store_queue_rows.collect()[0].samples[0].value == 8  # read when scraped
+        assert telemetry.store_dropped._value.get() == 5  # the oldest verdict, whole
+        assert telemetry.store_queue_rows.collect()[0].samples[0].value == 10  # read when scraped
     finally:
         store.shutdown()
 
@@ -283,7 +288,7 @@ def test_cluster_ddl_parses_and_is_replicated_and_distributed(tmp_path) -> None:
         in statements[1]
 
 
-@pytest.mark.parametrize("table", [TRACES, FINDINGS, REPEATED_STEPS, STEPS])
+@pytest.mark.parametrize("table", [TRACES, FINDINGS, REPEATED_STEPS, STEPS, MODEL_SPEND])
 def test_every_table_is_partitioned_by_day_and_indexed_by_trace_id(tmp_path, table) -> None:
     (create,) = [s for s in ddl(Layout()) if f"mastwatch.{table} (" in s]
     assert "PARTITION BY toDate(started_at)" in create
@@ -433,6 +438,58 @@ def test_records_of_version_4_still_queued_are_written_after_an_upgrade(tmp_path
         assert all(r["args_fingerprint"] == verdict.waste.steps[0].step.args_fingerprint for r in steps[1:])
     finally:
         store.shutdown()
+
+
+def test_spend_is_stored_per_run_and_model(tmp_path) -> None:
+    """A row per model the run called: its calls and seconds, tokens by type, price, and its
+    repeated steps' waste; a model without a price is stored as unpriced, not as free."""
+    verdict = make_verdict(trace=1)
+    verdict.model_calls = {MODEL: (2, 3.0), "in-house-7b": (1, 0.5)}  # as the processor counts them
+    verdict.models = [MODEL, "in-house-7b"]
+    verdict.tokens[("in-house-7b", "input")] = 500
+    verdict.tokens[("in-house-7b", "output")] = 7
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
+    try:
+        store.export_verdicts([verdict], [NO_INCREMENT])
+        assert store.flush()
+        rows = store.query("SELECT * EXCEPT (trace_id, service, agent, started_at) FROM mastwatch.mast_model_spend "
+                           "ORDER BY model")
+    finally:
+        store.shutdown()
+    assert rows == [
+        {"model": MODEL, "calls": 2, "seconds": 3.0, "uncached_input_tokens": 1100, "output_tokens": 60,
+         "cache_read_tokens": 100, "cache_write_tokens": 0, "cost_usd": pytest.approx(0.0006), "priced": True,
+         "repeated_steps": 2, "wasted_input_tokens": 900, "wasted_output_tokens": 40, "wasted_cost_usd": 0.0004},
+        {"model": "in-house-7b", "calls": 1, "seconds": 0.5, "uncached_input_tokens": 500, "output_tokens": 7,
+         "cache_read_tokens": 0, "cache_write_tokens": 0, "cost_usd": 0.0, "priced": False, "repeated_steps": 0,
+         "wasted_input_tokens": 0, "wasted_output_tokens": 0, "wasted_cost_usd": 0.0}]
+
+
+def test_records_of_version_5_still_queued_are_written_after_an_upgrade(tmp_path) -> None:
+    """A record queued before mast_model_spend (format 5: five parts) is written as it was."""
+    import struct
+
+    from mastwatch.exporter.store import records
+    from mastwatch.exporter.store.queue import DurableQueue
+
+    verdict = make_verdict(trace=1)
+    rows, payload = encode([verdict])
+    sizes = struct.unpack_from("<B6I", payload)[1:]
+    parts = payload[struct.calcsize("<B6I"):len(payload) - sizes[-1]]  # the model spend's part left out
+    queue = DurableQueue(str(tmp_path / "queue"), 1000, 1 << 20)
+    queue.append(rows - 1, struct.pack("<B5I", 5, *sizes[:-1]) + parts)
+    queue.close()
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
+    try:
+        verdict.trace_id = f"{2:032x}"
+        store.export_verdicts([verdict], [NO_INCREMENT])
+        assert store.flush()
+        assert_copies(store, 2, {TRACES: 1, FINDINGS: 1, REPEATED_STEPS: 2})
+        assert [r["trace_id"] for r in store.query("SELECT trace_id FROM mastwatch.mast_model_spend")] == \
+            [verdict.trace_id]  # the old record had none
+    finally:
+        store.shutdown()
+    assert records.VERSION == 6
 
 
 def test_a_failing_fsync_of_the_queue_is_retried_not_the_writers_end(tmp_path, monkeypatch) -> None:

@@ -79,6 +79,18 @@ def test_waste_by_model_and_by_tool(store) -> None:
     assert tools[1]["wasted_cost_usd"] == pytest.approx(0.01)
 
 
+def test_spend_by_agent_and_model_over_every_run(store) -> None:
+    """Every run's spend counts, looping or not; waste is a share of it."""
+    sre, data = run(store.engine, "mastwatch", "spend", RANGE)
+    assert (sre["agent"], sre["model"], sre["runs"], sre["repeated"]) == ("sre-bot", "gpt-4.1-mini", 2, 5)
+    assert (data["agent"], data["runs"], data["repeated"], data["unpriced_runs"]) == ("data-bot", 3, 2, 0)
+    assert sre["spend_usd"] == pytest.approx(0.05 + 2 * 0.0002) and sre["wasted_usd"] == pytest.approx(0.05)
+    assert data["spend_usd"] == pytest.approx(0.01 + 2 * 0.0004 + 3 * 0.0002)
+    assert data["wasted_share"] == pytest.approx(0.01 / data["spend_usd"], abs=1e-4)
+    assert (data["input_token_count"], data["output_token_count"]) == (3 * 1200, 3 * 60)
+    assert run(store.engine, "mastwatch", "spend", replace(RANGE, model="other-model")) == []
+
+
 def test_judge_verdicts_by_mode(store) -> None:
     rows = run(store.engine, "mastwatch", "judge", RANGE)
     assert [(r["failure_mode"], r["judged"], r["confirmed"], r["rejected"], r["found"], r["agreement"])
@@ -109,7 +121,7 @@ def test_failing_traces_filtered_by_mode_and_time(store) -> None:
 
 
 def test_every_query_has_a_test() -> None:
-    tested = {"waste", "models", "tools", "failures", "traces", "judge", "signatures"}
+    tested = {"spend", "waste", "models", "tools", "failures", "traces", "judge", "signatures"}
     assert set(QUERIES) == tested
 
 
@@ -117,7 +129,7 @@ def test_every_query_renders_for_the_cli_and_returns_rows(store) -> None:
     """The dashboards' queries too: each runs with query parameters, with rows (the dashboards run them with
     Grafana's macros in tests/test_live_queries.py)."""
     every = {name: value for name, value in vars(queries).items() if isinstance(value, Query)}
-    assert len(every) == 15 and set(QUERIES.values()) <= set(every.values())
+    assert len(every) == 16 and set(QUERIES.values()) <= set(every.values())
     for name, query in every.items():
         rows = store.query(PARAMETERS.render(query, "mastwatch"), RANGE.params())
         assert rows or name == "AGENTS_BY_FAILURE_RATE", name  # that one lists agents with 10 runs or more

@@ -111,6 +111,26 @@ def test_steps_are_stored_for_the_runs_with_findings_by_default(store) -> None:
     assert any(r["error"] for r in by_trace[failing.trace_id]) and any(r["args_fingerprint"] for r in stored)
 
 
+def test_every_run_has_its_spend_per_model_adding_up_to_its_verdict(store) -> None:
+    """mast_model_spend: every run (findings or not), its model calls, tokens and price per model summing to the
+    verdict's and mast_traces' figures."""
+    path, verdicts = store
+    spend = rows(path, "SELECT trace_id, model, calls, uncached_input_tokens + cache_read_tokens + cache_write_tokens "
+                       "AS input, output_tokens, cost_usd, priced, wasted_cost_usd FROM mastwatch.mast_model_spend")
+    traces = {r["trace_id"]: r for r in rows(path, "SELECT trace_id, wasted_cost_usd FROM mastwatch.mast_traces")}
+    assert {r["trace_id"] for r in spend} == {v.trace_id for v in verdicts}
+    for v in verdicts:
+        its = [r for r in spend if r["trace_id"] == v.trace_id]
+        assert sorted(r["model"] for r in its) == sorted(v.models)
+        assert sum(r["calls"] for r in its) == v.llm_calls > 0
+        assert (sum(r["input"] for r in its), sum(r["output_tokens"] for r in its)) == (v.input_tokens,
+                                                                                        v.output_tokens)
+        assert sum(r["cost_usd"] for r in its) == pytest.approx(v.cost_usd)
+        assert sum(r["wasted_cost_usd"] for r in its) == pytest.approx(traces[v.trace_id]["wasted_cost_usd"])
+        assert all(r["priced"] == (r["model"] in v.cost) for r in its)
+    assert any(r["priced"] and r["cost_usd"] > 0 for r in spend)
+
+
 @pytest.mark.parametrize(("setting", "stepped"), [("all", 3), ("off", 0)])
 def test_the_steps_setting_chooses_whose_steps_are_stored(tmp_path, setting: str, stepped: int) -> None:
     verdicts = fill(tmp_path, steps=setting)

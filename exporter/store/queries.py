@@ -7,7 +7,8 @@ A query is a template over placeholders that a `Dialect` writes:
 
     {db}        the database
     {traces}    the filter on mast_traces rows: time range, service and agent, the models they used
-    {steps}     the filter on rows with the model that produced them (mast_repeated_steps)
+    {steps}     the filter on rows with a model column: the model that produced them (mast_repeated_steps), or the
+                model called (mast_model_spend)
     {rows}      the filter on other rows (mast_findings, mast_judgements): time range, service and agent
     {range}     the time range alone
     {bucket}    the time bucket of a time series
@@ -230,6 +231,23 @@ GROUP BY tool
 ORDER BY repeated_steps DESC, wasted_cost_usd DESC, tool
 LIMIT {limit}""")
 
+# Spend per agent and model over every run (mast_model_spend), with the share its repeated steps burnt.
+# unpriced_runs: runs whose calls of the model had no price (a model genai-prices does not know): their 0 USD is
+# not free.
+SPEND_BY_MODEL = Query("""\
+SELECT service, agent, model, uniqExact(trace_id) AS runs, sum(calls) AS model_calls,
+       round(sum(seconds) / greatest(model_calls, 1), 3) AS mean_call_seconds,
+       sum(uncached_input_tokens + cache_read_tokens + cache_write_tokens) AS input_token_count,
+       sum(output_tokens) AS output_token_count, round(sum(cost_usd), 6) AS spend_usd,
+       countIf(NOT priced) AS unpriced_runs, sum(repeated_steps) AS repeated,
+       round(sum(wasted_cost_usd), 6) AS wasted_usd,
+       if(spend_usd > 0, round(wasted_usd / spend_usd, 4), 0) AS wasted_share
+FROM {db}.mast_model_spend
+WHERE {steps}
+GROUP BY service, agent, model
+ORDER BY spend_usd DESC, wasted_usd DESC, service, agent, model
+LIMIT {limit}""")
+
 # `mastwatch top <name>`
 # --- failure signatures ---------------------------------------------------------------------------------------
 
@@ -254,8 +272,8 @@ WHERE s.first >= {new_since}
 ORDER BY runs_in_range DESC, s.last DESC, s.signature
 LIMIT {limit}""")
 
-QUERIES = {"waste": WASTE, "models": WASTE_BY_MODEL, "tools": WASTE_BY_TOOL, "failures": FAILURES,
-           "traces": TRACES, "judge": JUDGE_VERDICTS, "signatures": SIGNATURES}
+QUERIES = {"spend": SPEND_BY_MODEL, "waste": WASTE, "models": WASTE_BY_MODEL, "tools": WASTE_BY_TOOL,
+           "failures": FAILURES, "traces": TRACES, "judge": JUDGE_VERDICTS, "signatures": SIGNATURES}
 
 
 @dataclass(frozen=True)

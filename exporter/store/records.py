@@ -1,13 +1,14 @@
 """The rows of verdicts (or of a judge's answer) as one durable-queue record, and a batch of records as each
 table's insert body.
 
-Record format, version 5 (what `encode` writes, for one verdict or a batch of them): a version byte (5), the byte
+Record format, version 6 (what `encode` writes, for one verdict or a batch of them): a version byte (6), the byte
 length of each table's part (uint32, little-endian, in `ORDER`), then the parts. A part is the table's rows as one
 ClickHouse Native block (_native.c): columnar, times as DateTime64(9) ticks, nanoseconds exact. ClickHouse parses
 Native several times faster than JSON but pays a fixed cost per block, so `decode` merges a batch's blocks into one
 per table: a copy of each column's bytes, no work per value.
 
-Written before: version 4 the same without the steps' part (four lengths); version 3 as version 4 with
+Written before: version 5 the same without the model spend's part (five lengths); version 4 without the steps'
+part either (four lengths); version 3 as version 4 with
 mast_findings blocks of fewer columns (before failure signatures); version 1 a `table<TAB>JSON array` line per row,
 times as RFC 3339 text; version 2 the header of version 3 with JSONCompactEachRow parts, times as JSON numbers of
 seconds with nine decimals. Records of any of them still queued when mastwatch is upgraded are converted when they
@@ -29,23 +30,24 @@ from mastwatch.collector.signature import signature
 from mastwatch.collector.spend import price
 
 from .queue import Batch
-from .schema import FINDINGS, FINDINGS_V4_WIDTH, JUDGEMENTS, REPEATED_STEPS, STEPS, TABLES, TRACES, Column
+from .schema import FINDINGS, FINDINGS_V4_WIDTH, JUDGEMENTS, MODEL_SPEND, REPEATED_STEPS, STEPS, TABLES, TRACES, Column
 
 try:
     from . import _native
 except ImportError:  # built without a C compiler: the same blocks written in Python
     from . import _native_py as _native  # type: ignore[no-redef]
 
-ORDER = (TRACES, FINDINGS, REPEATED_STEPS, JUDGEMENTS, STEPS)  # a new table needs a new version of the format
-VERSION: Final = 5
+ORDER = (TRACES, FINDINGS, REPEATED_STEPS, JUDGEMENTS, STEPS, MODEL_SPEND)  # a new table: a new version of the format
+VERSION: Final = 6
 FINDINGS_V3: Final = f"{FINDINGS}@3"  # the finding blocks of version 3 records: fewer columns
 # Which runs' steps are written (exporters.store.steps)
 STEPS_OF_FINDINGS: Final = "findings"
 STEPS_OF_ALL: Final = "all"
 NO_STEPS: Final = "off"
 # Final: compiled code reads them from C statics, not from the module's dict on every verdict
-_HEADER: Final = struct.Struct("<B5I")
-_HEADER_V4: Final = struct.Struct("<B4I")  # versions 2 to 4: no steps' part
+_HEADER: Final = struct.Struct("<B6I")
+_HEADER_V5: Final = struct.Struct("<B5I")  # version 5: no model spend's part
+_HEADER_V4: Final = struct.Struct("<B4I")  # versions 2 to 4: no steps' part either
 _encode: Final = _native.encode
 _merge: Final = _native.merge
 # How _native.c writes each column type's values (its kinds), and the type a block declares: ClickHouse converts
@@ -73,6 +75,7 @@ COLUMNS_V3: Final = _columns(TABLES[FINDINGS].columns[:FINDINGS_V4_WIDTH])
 _STEP_COLUMNS: Final = COLUMNS[REPEATED_STEPS]
 _JUDGEMENT_COLUMNS: Final = COLUMNS[JUDGEMENTS]
 _RUN_STEP_COLUMNS: Final = COLUMNS[STEPS]
+_MODEL_SPEND_COLUMNS: Final = COLUMNS[MODEL_SPEND]
 _KIND_NAMES: Final = ("", "llm", "tool", "agent", "other")  # by StepKind
 _TIMES = {name: [i for i, c in enumerate(t.columns) if c.type_name.startswith("DateTime64(9")]
           for name, t in TABLES.items()}
@@ -153,6 +156,30 @@ def step_rows(v: Verdict, rows: list[list[Any]], quotes: Quotes = None) -> None:
                      _quoted(args.preview if args is not None else None, quotes), _quoted(result, quotes)])
 
 
+def model_spend_rows(v: Verdict, rows: list[list[Any]]) -> None:
+    """mast_model_spend rows, in column order, added to `rows`: one per model the run called, as the verdict's
+    tokens and cost name it."""
+    calls = v.model_calls
+    for model in v.models:  # a verdict read back has no call counts: its models' tokens and cost still count
+        if model not in calls:
+            calls = {**calls, model: (0, 0.0)}
+    tokens, waste = v.tokens, v.waste
+    wasted = waste.tokens
+    repeated: dict[str, int] = {}
+    for r in waste.steps:
+        if r.model is not None:
+            repeated[r.model] = repeated.get(r.model, 0) + 1
+    for model, (n, seconds) in calls.items():
+        cost = v.cost.get(model)
+        rows.append([v.trace_id, v.service, v.agent, model, v.started_at_ns, n, seconds,
+                     tokens.get((model, "input"), 0), tokens.get((model, "output"), 0),
+                     tokens.get((model, "cache_read"), 0), tokens.get((model, "cache_write"), 0),
+                     cost if cost is not None else 0.0, cost is not None, repeated.get(model, 0),
+                     wasted.get((model, "input"), 0) + wasted.get((model, "cache_read"), 0)
+                     + wasted.get((model, "cache_write"), 0), wasted.get((model, "output"), 0),
+                     waste.cost.get(model, 0.0)])
+
+
 def _quoted(text: str | None, quotes: Quotes) -> str:
     return quotes(text) if quotes is not None and text else ""
 
@@ -181,7 +208,10 @@ def encode(verdicts: list[Verdict], quotes: Quotes = None, steps: str = STEPS_OF
     found: list[list[Any]] = []
     repeated: list[list[Any]] = []
     run_steps: list[list[Any]] = []
+    spend: list[list[Any]] = []
     for v in verdicts:
+        if v.llm_calls or v.models:
+            model_spend_rows(v, spend)
         if v.findings:
             finding_rows(v, found, quotes)
         if v.waste.steps:
@@ -189,10 +219,10 @@ def encode(verdicts: list[Verdict], quotes: Quotes = None, steps: str = STEPS_OF
         if v.trace_steps and _with_steps(v, steps):
             step_rows(v, run_steps, quotes)
     findings, repeats = _encode(_FINDING_COLUMNS, found), _encode(_STEP_COLUMNS, repeated)
-    stepped = _encode(_RUN_STEP_COLUMNS, run_steps)
-    return (len(verdicts) + len(found) + len(repeated) + len(run_steps),
-            b"".join((_HEADER.pack(VERSION, len(traces), len(findings), len(repeats), 0, len(stepped)), traces,
-                      findings, repeats, stepped)))
+    stepped, spent = _encode(_RUN_STEP_COLUMNS, run_steps), _encode(_MODEL_SPEND_COLUMNS, spend)
+    return (len(verdicts) + len(found) + len(repeated) + len(run_steps) + len(spend),
+            b"".join((_HEADER.pack(VERSION, len(traces), len(findings), len(repeats), 0, len(stepped), len(spent)),
+                      traces, findings, repeats, stepped, spent)))
 
 
 def encode_judgement(j: Judgement, judged_at: float, quotes: Quotes = None) -> tuple[int, bytes]:
@@ -201,18 +231,18 @@ def encode_judgement(j: Judgement, judged_at: float, quotes: Quotes = None) -> t
     finding_rows(j, found, quotes)
     assessed = judgement_rows(j, judged_at, quotes)
     findings, judgements = _encode(_FINDING_COLUMNS, found), _encode(_JUDGEMENT_COLUMNS, assessed)
-    header = _HEADER.pack(VERSION, 0, len(findings), 0, len(judgements), 0)
+    header = _HEADER.pack(VERSION, 0, len(findings), 0, len(judgements), 0, 0)
     return len(found) + len(assessed), header + findings + judgements
 
 
 def decode(batch: Batch) -> dict[str, bytes]:
     """Each table's insert body for a batch: one Native block of its rows (b"" for none)."""
-    parts: tuple[list[bytes], ...] = ([], [], [], [], [])
+    parts: tuple[list[bytes], ...] = ([], [], [], [], [], [])
     v3_findings: list[bytes] = []
     for payload in batch.payloads:
         version = payload[:1]
-        if version == b"\x05" or version == b"\x04" or version == b"\x03" or version == b"\x02":
-            header = _HEADER if version == b"\x05" else _HEADER_V4
+        if version == b"\x06" or version == b"\x05" or version == b"\x04" or version == b"\x03" or version == b"\x02":
+            header = _HEADER if version == b"\x06" else _HEADER_V5 if version == b"\x05" else _HEADER_V4
             start = header.size
             for i, size in enumerate(header.unpack_from(payload)[1:]):
                 if size:

@@ -1,5 +1,6 @@
-"""ClickHouse tables of verdicts, findings, repeated steps, the judge's assessments and the steps of runs, their
-versioned migrations, and the DDL for one server (MergeTree) or a cluster (ReplicatedMergeTree plus Distributed tables).
+"""ClickHouse tables of verdicts, findings, repeated steps, the judge's assessments, the steps of runs and their spend
+per model, their versioned migrations, and the DDL for one server (MergeTree) or a cluster (ReplicatedMergeTree plus
+Distributed tables).
 
 Trace ids are lowercase hex, as in the `otel_traces` table of the OpenTelemetry Collector's ClickHouse
 exporter (TraceId), so the two join. Every table is partitioned by day and ordered for the dashboards'
@@ -29,6 +30,7 @@ REPEATED_STEPS = "mast_repeated_steps"
 JUDGEMENTS = "mast_judgements"
 SIGNATURES = "mast_signatures"
 STEPS = "mast_steps"
+MODEL_SPEND = "mast_model_spend"
 MIGRATIONS_TABLE = "mast_schema_migrations"
 
 # Blocks whose deduplication tokens a plain MergeTree remembers: a retried batch with the same token is
@@ -160,6 +162,27 @@ TABLES = {t.name: t for t in (
         args_fingerprint UInt64 CODEC(ZSTD(1)),
         args_preview String CODEC(ZSTD(3)),
         result_preview String CODEC(ZSTD(3))"""), "(trace_id, started_at, span_id)"),
+    # One row per model a run called: its calls and their seconds, its tokens by type (as mast_repeated_steps),
+    # its price (priced false: a model without one, cost 0), and what its repeated steps burnt (as mast_traces'
+    # wasted_* columns, for this model), so that spend and waste sum per model over every run, not only looping ones.
+    Table(MODEL_SPEND, _columns(f"""
+        trace_id String CODEC(ZSTD(1)),
+        service LowCardinality(String),
+        agent LowCardinality(String),
+        model LowCardinality(String),
+        started_at {TIME},
+        calls {COUNT},
+        seconds Float64 CODEC(Gorilla, ZSTD(1)),
+        uncached_input_tokens UInt64 CODEC(T64, ZSTD(1)),
+        output_tokens UInt64 CODEC(T64, ZSTD(1)),
+        cache_read_tokens UInt64 CODEC(T64, ZSTD(1)),
+        cache_write_tokens UInt64 CODEC(T64, ZSTD(1)),
+        cost_usd Float64 CODEC(Gorilla, ZSTD(1)),
+        priced Bool,
+        repeated_steps {COUNT},
+        wasted_input_tokens UInt64 CODEC(T64, ZSTD(1)),
+        wasted_output_tokens UInt64 CODEC(T64, ZSTD(1)),
+        wasted_cost_usd Float64 CODEC(Gorilla, ZSTD(1))"""), "(service, agent, model, started_at)"),
 )}
 COLUMNS = {name: t.column_names for name, t in TABLES.items()}
 
@@ -266,6 +289,7 @@ MIGRATIONS = (
     Migration(4, "the judge's assessments", lambda layout: create_table(TABLES[JUDGEMENTS], layout)),
     Migration(5, "failure signatures", _signatures),
     Migration(6, "the steps of runs", lambda layout: create_table(TABLES[STEPS], layout)),
+    Migration(7, "spend per run and model", lambda layout: create_table(TABLES[MODEL_SPEND], layout)),
 )
 VERSION = MIGRATIONS[-1].version
 
