@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import logging
 import re
 import signal
@@ -127,9 +129,6 @@ def cmd_replay(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_eval(args: argparse.Namespace, config: Config) -> int:
-    import json
-    from pathlib import Path
-
     from mastwatch.evaluate import (
         OUTCOME_LABELS,
         EvalError,
@@ -334,7 +333,17 @@ def cmd_top(args: argparse.Namespace, config: Config) -> int:
             return 1
         finally:
             engine.close()
-    print(format_table(rows) if rows else "(no rows)")
+    if args.format == "json":
+        for row in rows:
+            print(json.dumps(row, ensure_ascii=False))
+    elif args.format == "csv":
+        if rows:
+            writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows({k: ",".join(map(str, v)) if isinstance(v, list) else v for k, v in row.items()}
+                             for row in rows)
+    else:
+        print(format_table(rows) if rows else "(no rows)")
     return 0
 
 
@@ -414,6 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument("--new-since", metavar="WHEN", help="signatures: only those first seen since (24h, or a UTC "
                      "time)")
     top.add_argument("--limit", type=_positive_int, default=20, help="rows (default: 20)")
+    top.add_argument("--format", choices=["table", "csv", "json"], default="table", help="table: aligned columns "
+                     "(default); csv: a header and a line per row (lists joined by commas); json: an object per line")
     top.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
     show = sub.add_parser("show", help="one run from the store: its steps in order, those that are evidence of a "
                           "finding marked, and its findings")

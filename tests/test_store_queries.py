@@ -183,6 +183,33 @@ def test_top_prints_aligned_tables(tmp_path) -> None:
     assert out.returncode == 2 and "nonsense" in out.stderr
 
 
+def test_top_writes_csv_and_json_lines_for_spreadsheets_and_scripts(tmp_path) -> None:
+    import csv
+    import json
+
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
+    try:
+        fill(store)
+        expected = run(store.engine, "mastwatch", "spend", RANGE)
+        traces = run(store.engine, "mastwatch", "traces", RANGE)
+    finally:
+        store.shutdown()
+    top = [sys.executable, "-m", "mastwatch.cli", "top", "--store-path", str(tmp_path), "--since", "2026-01-01",
+           "--until", "2026-01-02"]
+    out = subprocess.run([*top, "spend", "--format", "json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert [json.loads(line) for line in out.stdout.splitlines()] == expected
+    out = subprocess.run([*top, "traces", "--format", "csv"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader(out.stdout.splitlines()))
+    assert [r["trace_id"] for r in rows] == [t["trace_id"] for t in traces]
+    assert rows[0]["failure_modes"] == ",".join(traces[0]["failure_modes"])  # a list: its items joined
+    assert float(rows[0]["cost_usd"]) == pytest.approx(traces[0]["cost_usd"])
+    out = subprocess.run([*top, "spend", "--model", "nope", "--format", "csv"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stdout == ""  # no rows: nothing, not a table's "(no rows)"
+
+
 def test_repeats_without_a_price_are_counted_apart_from_free_ones(tmp_path) -> None:
     """A model genai-prices does not know prices its calls at 0 USD: top waste and top models count those repeats,
     so that a loop on a fine-tuned model does not read as free."""
