@@ -403,6 +403,23 @@ def test_records_of_versions_1_and_2_still_queued_are_written_after_an_upgrade(t
                                                                                   flush_interval=0.05)))
 
 
+def queued_before_and_now(path, rows: int, payload: bytes, verdict: Verdict) -> StoreExporter:
+    """A record of an older format queued in `path` before an upgrade (trace 1 of `verdict`), then the same verdict
+    (as trace 2) exported by the store opened now; both written to every table they have rows for. The store is
+    left open."""
+    from mastwatch.exporter.store.queue import DurableQueue
+
+    queue = DurableQueue(str(path / "queue"), 1000, 1 << 20)
+    queue.append(rows, payload)
+    queue.close()
+    store = StoreExporter(StoreConfig(path=str(path), flush_interval=0.05))
+    verdict.trace_id = f"{2:032x}"
+    store.export_verdicts([verdict], [NO_INCREMENT])
+    assert store.flush()
+    assert_copies(store, 2, {TRACES: 1, FINDINGS: 1, REPEATED_STEPS: 2})
+    return store
+
+
 def test_records_of_version_4_still_queued_are_written_after_an_upgrade(tmp_path) -> None:
     """A record queued before mast_steps (format 4: four parts) is written as it was; one queued now, of the same
     verdict, has its steps too."""
@@ -410,7 +427,6 @@ def test_records_of_version_4_still_queued_are_written_after_an_upgrade(tmp_path
 
     from mastwatch.collector.model.steps import StepKind
     from mastwatch.exporter.store import records
-    from mastwatch.exporter.store.queue import DurableQueue
 
     verdict = make_verdict(trace=1)
     verdict.trace_steps = [make_step(StepKind.LLM, verdict.started_at_ns, verdict.started_at_ns + 5, model=MODEL,
@@ -419,15 +435,8 @@ def test_records_of_version_4_still_queued_are_written_after_an_upgrade(tmp_path
     parts = {name: records._encode(records.COLUMNS[name], table) for name, table in _rows(verdict).items()}
     payload = struct.pack("<B4I", 4, len(parts[TRACES]), len(parts[FINDINGS]), len(parts[REPEATED_STEPS]), 0) + \
         parts[TRACES] + parts[FINDINGS] + parts[REPEATED_STEPS]
-    queue = DurableQueue(str(tmp_path / "queue"), 1000, 1 << 20)
-    queue.append(1 + 1 + 2, payload)
-    queue.close()
-    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
+    store = queued_before_and_now(tmp_path, 1 + 1 + 2, payload, verdict)
     try:
-        verdict.trace_id = f"{2:032x}"
-        store.export_verdicts([verdict], [NO_INCREMENT])
-        assert store.flush()
-        assert_copies(store, 2, {TRACES: 1, FINDINGS: 1, REPEATED_STEPS: 2})
         steps = store.query("SELECT trace_id, kind, error, error_type, model, input_tokens, cost_usd, "
                             "args_fingerprint FROM mastwatch.mast_steps ORDER BY kind, started_at")  # llm first
         assert [r["trace_id"] for r in steps] == [verdict.trace_id] * 3  # the old record had none
@@ -470,21 +479,13 @@ def test_records_of_version_5_still_queued_are_written_after_an_upgrade(tmp_path
     import struct
 
     from mastwatch.exporter.store import records
-    from mastwatch.exporter.store.queue import DurableQueue
 
     verdict = make_verdict(trace=1)
     rows, payload = encode([verdict])
     sizes = struct.unpack_from("<B6I", payload)[1:]
     parts = payload[struct.calcsize("<B6I"):len(payload) - sizes[-1]]  # the model spend's part left out
-    queue = DurableQueue(str(tmp_path / "queue"), 1000, 1 << 20)
-    queue.append(rows - 1, struct.pack("<B5I", 5, *sizes[:-1]) + parts)
-    queue.close()
-    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
+    store = queued_before_and_now(tmp_path, rows - 1, struct.pack("<B5I", 5, *sizes[:-1]) + parts, verdict)
     try:
-        verdict.trace_id = f"{2:032x}"
-        store.export_verdicts([verdict], [NO_INCREMENT])
-        assert store.flush()
-        assert_copies(store, 2, {TRACES: 1, FINDINGS: 1, REPEATED_STEPS: 2})
         assert [r["trace_id"] for r in store.query("SELECT trace_id FROM mastwatch.mast_model_spend")] == \
             [verdict.trace_id]  # the old record had none
     finally:

@@ -162,14 +162,21 @@ def test_time_bounds() -> None:
         time_bound("yesterday", now)
 
 
-def test_top_prints_aligned_tables(tmp_path) -> None:
-    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
+def filled_for_the_cli(path, *queries: str) -> tuple[list[str], list[list[dict]]]:
+    """A store in `path` filled and closed (the CLI opens it), `mastwatch top` on the filled day, and what `queries`
+    returned while it was open."""
+    store = StoreExporter(StoreConfig(path=str(path), flush_interval=0.05))
     try:
         fill(store)
+        results = [run(store.engine, "mastwatch", name, RANGE) for name in queries]
     finally:
         store.shutdown()
-    top = [sys.executable, "-m", "mastwatch.cli", "top", "--store-path", str(tmp_path), "--since", "2026-01-01",
-           "--until", "2026-01-02"]
+    return [sys.executable, "-m", "mastwatch.cli", "top", "--store-path", str(path), "--since", "2026-01-01",
+            "--until", "2026-01-02"], results
+
+
+def test_top_prints_aligned_tables(tmp_path) -> None:
+    top, _ = filled_for_the_cli(tmp_path)
     out = subprocess.run([*top, "waste", "--agent", "sre-bot"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     header, kubectl, search = out.stdout.splitlines()
@@ -187,15 +194,7 @@ def test_top_writes_csv_and_json_lines_for_spreadsheets_and_scripts(tmp_path) ->
     import csv
     import json
 
-    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
-    try:
-        fill(store)
-        expected = run(store.engine, "mastwatch", "spend", RANGE)
-        traces = run(store.engine, "mastwatch", "traces", RANGE)
-    finally:
-        store.shutdown()
-    top = [sys.executable, "-m", "mastwatch.cli", "top", "--store-path", str(tmp_path), "--since", "2026-01-01",
-           "--until", "2026-01-02"]
+    top, (expected, traces) = filled_for_the_cli(tmp_path, "spend", "traces")
     out = subprocess.run([*top, "spend", "--format", "json"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert [json.loads(line) for line in out.stdout.splitlines()] == expected
