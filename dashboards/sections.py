@@ -263,26 +263,29 @@ def _legend(by: str) -> str:
 def spend_store(grid: Grid, config: Config, scope: Dialect) -> None:
     db = config.exporters.store.database
     usd = {"unit": "currencyUSD", "decimals": 4}
-    grid.row("Repeated-step spend (ClickHouse store)")
+    grid.row("Spend and repeated-step spend (ClickHouse store)")
     grid.add(stat("Store totals", "Runs, share of runs failing, spend, repeated-step spend and its share, from the "
                   "store.", [sql(q.SPEND_SUMMARY, db, scope)], "short", no_value="-", text_mode="value_and_name",
                   overrides=[override("runs", decimals=0), override("failing_share", unit="percentunit", decimals=1),
                              override("spend_usd", unit="currencyUSD", decimals=2),
                              override("wasted_usd", unit="currencyUSD", decimals=2),
                              override("wasted_share", unit="percentunit", decimals=1)]), 24, 4)
+    grid.add(timeseries("Spend by model (store)", "USD of every run's model calls per interval and model, from the "
+                        "store: the long view of what each model costs.", [sql(q.SPEND_OVER_TIME, db, scope)],
+                        "currencyUSD", stack=True, bars=True, calcs=("sum",)), 12, 8)
     grid.add(timeseries("Wasted spend trend", "USD burnt on repeated steps per interval and agent, from the "
                         "store: the long view.", [sql(q.WASTED_OVER_TIME, db, scope)], "currencyUSD", stack=True,
                         bars=True, calcs=("sum",)), 12, 8)
-    grid.add(table("Wasted spend by agent (store)", "Runs, looping runs, repeated steps, wasted tokens and USD.",
-                   [sql(q.WASTED_BY_AGENT, db, scope)],
-                   overrides=[override("spend_usd", **usd), override("wasted_usd", **usd),
-                              override("wasted_share", unit="percentunit", decimals=1)], sort_by="wasted_usd"), 12, 8)
     grid.add(table("Spend and waste by agent and model (store)", "Every run's model calls per agent and model: runs, "
                    "calls, mean seconds per call, tokens, USD (unpriced_runs: runs whose model has no price, counted "
                    "as 0), and what repeated steps burnt of it, from mast_model_spend.",
                    [sql(q.SPEND_BY_MODEL, db, scope)],
                    overrides=[override("spend_usd", **usd), override("wasted_usd", **usd),
                               override("wasted_share", unit="percentunit", decimals=1)], sort_by="spend_usd"), 24, 8)
+    grid.add(table("Wasted spend by agent (store)", "Runs, looping runs, repeated steps, wasted tokens and USD.",
+                   [sql(q.WASTED_BY_AGENT, db, scope)],
+                   overrides=[override("spend_usd", **usd), override("wasted_usd", **usd),
+                              override("wasted_share", unit="percentunit", decimals=1)], sort_by="wasted_usd"), 12, 8)
     grid.add(table("Wasted tokens and USD by agent and model (store)", "Repeated steps per agent and the model "
                    "whose calls produced them: tokens by type (uncached input, output, cache reads and writes) and "
                    "USD, from mast_repeated_steps.", [sql(q.WASTE_BY_MODEL, db, scope)],
@@ -290,7 +293,7 @@ def spend_store(grid: Grid, config: Config, scope: Dialect) -> None:
     grid.add(table("Tools repeated most (store)", "Tools by repeated steps, with the traces and agents that "
                    "repeated them and what the repeats cost (`(model output)`: repeated model text).",
                    [sql(q.WASTE_BY_TOOL, db, scope)], overrides=[override("wasted_cost_usd", **usd)],
-                   sort_by="repeated_steps"), 12, 8)
+                   sort_by="repeated_steps"), 24, 8)
     grid.add(table("Repeated steps by agent and tool (store)", "Each agent's repeated tools, agents by their total "
                    "waste (what `mastwatch top waste` prints).", [sql(q.WASTE, db, scope)],
                    overrides=[override("wasted_cost_usd", **usd), override("agent_wasted_cost_usd", **usd)]), 24, 8)

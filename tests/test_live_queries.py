@@ -207,7 +207,7 @@ def test_every_rule_loads_and_evaluates(live: Live) -> None:
 
 def test_every_clickhouse_panel_query_runs_on_the_store(live: Live) -> None:
     targets = list(_targets(CLICKHOUSE))
-    assert len(targets) == 26
+    assert len(targets) == 28
     live.service.store.flush()
     for uid, panel, target in targets:
         rows = live.sql(target["rawSql"], VARIABLES[uid])
@@ -226,7 +226,7 @@ def test_the_report_renders_the_store_panels(live: Live, tmp_path: Path) -> None
     live.service.store.flush()
     now = int(time.time())
     results, chosen = report.run(live.service.store.query, live.config, now - 86400, now)
-    assert len(results) == len(report.panels(live.config)) == 14
+    assert len(results) == len(report.panels(live.config)) == 15
     assert all(rows or panel["title"] in STORE_MAY_BE_EMPTY for _, panel, rows in results)
     # a day asked for, the demo's minute drawn: the range starts at its first run, in buckets of seconds
     assert chosen.end - chosen.start < 600 and chosen.interval_s <= 30
@@ -235,8 +235,8 @@ def test_the_report_renders_the_store_panels(live: Live, tmp_path: Path) -> None
     unpriced = [r for _, panel, rows in results if panel["title"] == "Wasted spend by agent (store)" for r in rows
                 if not r["wasted_usd"] and r["wasted_tokens"]]
     assert ("unpriced model" in page) == bool(unpriced)
-    assert page.count("<svg") == 9 and "Costliest looping runs" in page and "Tools repeated most (store)" in page
-    assert "Spend and waste by agent and model (store)" in page
+    assert page.count("<svg") == 10 and "Costliest looping runs" in page and "Tools repeated most (store)" in page
+    assert "Spend and waste by agent and model (store)" in page and "Spend by model (store)" in page
     assert "final answer claims success" in page  # FM-3.3's latest reason, in the findings by mode
     assert re.search(r"FM-\d\.\d \((content|structure)\): \w", page)  # recent traces: each mode's basis and reason
     assert 'href="http://localhost:16686/trace/' in page and "$__" not in page

@@ -231,6 +231,13 @@ GROUP BY tool
 ORDER BY repeated_steps DESC, wasted_cost_usd DESC, tool
 LIMIT {limit}""")
 
+SPEND_OVER_TIME = Query("""\
+SELECT {bucket} AS time, model, round(sum(cost_usd), 6) AS spend_usd
+FROM {db}.mast_model_spend
+WHERE {steps}
+GROUP BY time, model
+ORDER BY time""", "timeseries")
+
 # Spend per agent and model over every run (mast_model_spend), with the share its repeated steps burnt.
 # unpriced_runs: runs whose calls of the model had no price (a model genai-prices does not know): their 0 USD is
 # not free.
