@@ -147,6 +147,14 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                "processor.max_traces traces, or processor.max_buffered_spans spans, are in flight, so the oldest "
                "traces are classified before they end; their later spans are dropped as late. Raise the limit (and "
                "the memory limit with it) or add replicas."),
+        _alert(config, "MastwatchStoreFailing",
+               f"sum by ({instance}) (increase(mastwatch_store_errors_total{{{job}}}[5m])) > 0\n"
+               f"and sum by ({instance}) (mastwatch_store_queue_rows{{{job}}}) > 0", 600, "warning",
+               "mastwatch {{ $labels.instance }} cannot write to its store",
+               "Inserts into the store have failed for 10 minutes. Verdict rows wait in the durable queue "
+               "(mastwatch_store_queue_rows) and are written once the store is back; past "
+               "exporters.store.max_queued_rows or max_queued_mib the oldest are dropped "
+               "(MastwatchStoreDroppingRows). The logs say why."),
         _alert(config, "MastwatchStoreDroppingRows",
                f"sum by ({instance}) (increase(mastwatch_store_rows_dropped_total{{{job}}}[10m])) > 0", 0,
                "critical", "mastwatch {{ $labels.instance }} dropped {{ $value | printf \"%.0f\" }} store rows",
