@@ -303,7 +303,7 @@ def cmd_top(args: argparse.Namespace, config: Config) -> int:
     from mastwatch import remote
     from mastwatch.exporter.store import open_engine
     from mastwatch.exporter.store.chdb_engine import StoreInUse
-    from mastwatch.exporter.store.queries import Filters, run, time_bound
+    from mastwatch.exporter.store.queries import Filters, TableMissing, run, time_bound
 
     now = time.time_ns()
     try:
@@ -328,6 +328,9 @@ def cmd_top(args: argparse.Namespace, config: Config) -> int:
     else:
         try:
             rows = run(engine, store.database, args.what, filters)
+        except TableMissing as e:
+            print(f"mastwatch top: {e}", file=sys.stderr)
+            return 1
         except Exception as e:
             print(f"mastwatch top: query failed: {e}", file=sys.stderr)
             return 1

@@ -190,6 +190,21 @@ def test_top_prints_aligned_tables(tmp_path) -> None:
     assert out.returncode == 2 and "nonsense" in out.stderr
 
 
+def test_top_on_a_store_an_older_version_wrote_says_how_to_upgrade_it(tmp_path) -> None:
+    from mastwatch.exporter.store.chdb_engine import ChdbEngine
+
+    top, _ = filled_for_the_cli(tmp_path)
+    engine = ChdbEngine(str(tmp_path))
+    engine.command("DROP TABLE mastwatch.mast_model_spend")  # as a store written before spend per model
+    engine.close()
+    out = subprocess.run([*top, "spend"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert "has no table mast_model_spend yet" in out.stderr and "mastwatch serve" in out.stderr
+    assert "query failed" not in out.stderr
+    out = subprocess.run([*top, "waste"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("service")  # the other queries read on
+
+
 def test_top_writes_csv_and_json_lines_for_spreadsheets_and_scripts(tmp_path) -> None:
     import csv
     import json

@@ -321,9 +321,20 @@ def _datetime64(ns: int) -> str:
     return f"{datetime.fromtimestamp(seconds, tz=timezone.utc):%Y-%m-%d %H:%M:%S}.{fraction:09d}"
 
 
+class TableMissing(LookupError):
+    """The store predates a table the query reads: a store written by an older mastwatch, not upgraded yet."""
+
+
 def run(engine: Engine, database: str, name: str, filters: Filters) -> list[dict[str, Any]]:
-    """Rows of `mastwatch top` query `name` as dicts, columns in SELECT order."""
-    return engine.query(PARAMETERS.render(QUERIES[name], database), filters.params())
+    """Rows of `mastwatch top` query `name` as dicts, columns in SELECT order (TableMissing: the store has not
+    got every table the query reads yet)."""
+    query = QUERIES[name]
+    tables = engine.query("SELECT name FROM system.tables WHERE database = {db:String}", {"db": database})
+    missing = sorted(set(re.findall(r"\{db\}\.(\w+)", query.sql)) - {t["name"] for t in tables})
+    if missing:
+        raise TableMissing(f"the store has no table {', '.join(missing)} yet: it was written by an older "
+                           "mastwatch; start this version's `mastwatch serve` (or demo) on it once to upgrade it")
+    return engine.query(PARAMETERS.render(query, database), filters.params())
 
 
 def time_bound(text: str, now_ns: int) -> int:
