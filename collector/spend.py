@@ -126,6 +126,14 @@ def price(model: str | None, provider: str | None, steps: list[Step]) -> float |
                for s in steps)
 
 
+def call_price(model: str, provider: str | None, input_tokens: int, output_tokens: int) -> float | None:
+    """Price of one inference call that is no span of an agent (the judge's own), priced as `price` prices a
+    step; None when the model has no known price."""
+    call = Step(b"", b"", b"", LLM, "", 0, 0, "", model=model, provider=provider, input_tokens=input_tokens,
+                output_tokens=output_tokens)
+    return price(model, provider, [call])
+
+
 def producer(step: Step, llm_steps: list[Step]) -> Step | None:
     """The model call that produced a step: itself for an inference, for a tool call the latest
     inference that ended before it started (`llm_steps` is in end order), preferring the same parent."""

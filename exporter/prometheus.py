@@ -267,6 +267,8 @@ class JudgeMetrics:
                                 "http_error, unreachable, bad_response, stopped)", ["outcome"], registry=r)
         self.tokens = Counter("mastwatch_judge_tokens", "Tokens the judge's endpoint reported using", ["type"],
                               registry=r)
+        self.cost = Counter("mastwatch_judge_cost_usd", "USD of those tokens, priced by genai-prices as the agents' "
+                            "calls are (not counted while the judge's model has no known price)", registry=r)
         self.rejected = Counter("mastwatch_judge_answers_rejected", "Judge answers rejected by the strict parser, "
                                 "by reason", ["reason"], registry=r)
         self.skipped = Counter("mastwatch_judge_skipped", "Sampled traces not judged: budget_calls, "
@@ -298,6 +300,9 @@ class JudgeMetrics:
     def judge_tokens(self, input_tokens: int, output_tokens: int) -> None:
         self.tokens.labels("input").inc(input_tokens)
         self.tokens.labels("output").inc(output_tokens)
+
+    def judge_cost(self, usd: float) -> None:
+        self.cost.inc(usd)
 
     def judge_rejected(self, reason: str) -> None:
         self.rejected.labels(reason).inc()

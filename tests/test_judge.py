@@ -35,6 +35,9 @@ class Recorder:
     def judge_tokens(self, input_tokens: int, output_tokens: int) -> None:
         self.counts["tokens"] += input_tokens + output_tokens
 
+    def judge_cost(self, usd: float) -> None:
+        self.cost = getattr(self, "cost", 0.0) + usd
+
     def judge_rejected(self, reason: str) -> None:
         self.counts[f"rejected:{reason}"] += 1
 
@@ -244,6 +247,24 @@ def test_judgement_merges_with_the_structural_verdict(chat_server) -> None:
     assert verdict.not_assessed == ["FM-1.2", "FM-2.2", "FM-2.3", "FM-2.4"]
     chat_server.default = lambda request: Reply(answer(request, yes={"FM-1.3": "same search six times"}))
     assert judge.judge(item).verdict("FM-1.3") == "confirmed"
+
+
+def test_the_judges_own_calls_are_priced_when_its_model_has_a_price(chat_server) -> None:
+    """What the judge costs shows beside what the agents cost: its tokens priced by genai-prices, as theirs are; a
+    model without a known price is counted in tokens only."""
+    from mastwatch.collector.spend import call_price
+
+    for model, priced in (("gpt-4o-mini", True), ("judge-test", False)):
+        rec = Recorder()
+        judge = Judge(judge_config(chat_server.base_url, model=model), [rec], rec, environ={})
+        item, _ = pending_of(judge, run_spans(3, [("search", None)] * 6))
+        chat_server.default = lambda request: Reply(answer(request))
+        judge.judge(item)
+        assert rec.counts["tokens"] == 1280
+        if priced:
+            assert rec.cost == pytest.approx(call_price(model, None, 1200, 80)) and rec.cost > 0
+        else:
+            assert not hasattr(rec, "cost")
 
 
 def test_bad_answers_and_failed_calls_are_counted_never_raised(chat_server) -> None:

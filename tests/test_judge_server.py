@@ -45,6 +45,7 @@ def test_judge_findings_reach_metrics_and_store(start_server, chat_server) -> No
     assert server.sample("mastwatch_judge_requests_total", outcome="ok") == 2
     assert server.sample("mastwatch_judge_tokens_total", type="input") == 2 * 1200
     assert server.sample("mastwatch_judge_tokens_total", type="output") == 2 * 80
+    assert server.sample("mastwatch_judge_cost_usd_total") == 0  # judge-test has no known price
     assert server.sample("mastwatch_judge_queue") == 0
     derailed_id = format(derailed.get_span_context().trace_id, "032x")
     searching_id = format(searching.get_span_context().trace_id, "032x")

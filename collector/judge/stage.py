@@ -32,6 +32,7 @@ from ..model.modes import MODES
 from ..model.steps import StepKind
 from ..model.trace import Trace
 from ..model.verdict import Verdict
+from ..spend import call_price
 from .budget import Budget
 from .client import CallFailed, ChatClient
 from .prompt import AnswerRejected, messages, parse_answer
@@ -111,6 +112,7 @@ class JudgeTelemetry(Protocol):
 
     def judge_request(self, outcome: str, seconds: float) -> None: ...
     def judge_tokens(self, input_tokens: int, output_tokens: int) -> None: ...
+    def judge_cost(self, usd: float) -> None: ...
     def judge_rejected(self, reason: str) -> None: ...
     def judge_skipped(self, reason: str) -> None: ...
     def judge_retry(self) -> None: ...
@@ -235,6 +237,10 @@ class Judge:
         if result.input_tokens is not None and result.output_tokens is not None:
             self.budget.settle(entry, result.input_tokens + result.output_tokens)
         self.telemetry.judge_tokens(result.input_tokens or 0, result.output_tokens or 0)
+        if result.input_tokens or result.output_tokens:
+            usd = call_price(self.client.model, None, result.input_tokens or 0, result.output_tokens or 0)
+            if usd is not None:  # a model genai-prices does not know: its tokens are counted, not priced
+                self.telemetry.judge_cost(usd)
         try:
             assessments = parse_answer(result.content, item.modes, item.transcript.span_ids, self.config.tolerant_json)
         except AnswerRejected as e:
