@@ -111,12 +111,16 @@ def build(config: Config) -> Dashboard:
                         [prom(_quantile(0.5, sel), "p50"), prom(_quantile(0.9, sel), "p90", ref="B"),
                          prom(_quantile(0.99, sel), "p99", ref="C")], "s", calcs=("mean", "max")), 12, 8)
     grid.add(timeseries("Store writes", "Rows written per second by table; failed inserts (retried) and rows "
-                        "dropped.", [prom(_rate("mastwatch_store_rows_written_total", sel, "table"),
-                                          "written {{table}}"),
-                                     prom(_rate("mastwatch_store_errors_total", sel), "failed inserts", ref="B"),
-                                     prom(_rate("mastwatch_store_rows_dropped_total", sel), "dropped rows", ref="C")],
+                        "dropped; right: rows waiting in the durable queue (they grow while the store fails, and are "
+                        "dropped past exporters.store.max_queued_rows).",
+                        [prom(_rate("mastwatch_store_rows_written_total", sel, "table"), "written {{table}}"),
+                         prom(_rate("mastwatch_store_errors_total", sel), "failed inserts", ref="B"),
+                         prom(_rate("mastwatch_store_rows_dropped_total", sel), "dropped rows", ref="C"),
+                         prom(f"sum(mastwatch_store_queue_rows{{{sel}}})", "queued rows", ref="D")],
                         "suffix: rows/s", overrides=[override("dropped rows", color={"mode": "fixed",
-                                                                                     "fixedColor": "red"})]), 12, 8)
+                                                                                     "fixedColor": "red"}),
+                                                     override("queued rows", unit="short",
+                                                              custom__axisPlacement="right")]), 12, 8)
     grid.add(timeseries("Data quality", "Detector failures by mode, calls of models without a price (cost counted "
                         "as 0), and label values replaced by `other` (exporters.prometheus.max_label_values).",
                         [prom(_rate("mastwatch_detector_errors_total", sel, "failure_mode"),
