@@ -145,9 +145,16 @@ def _bar_column(panel: dict[str, Any], rows: list[dict[str, Any]]) -> Bars | Non
     ordered = sorted(rows, key=lambda r: r[column], reverse=True)[:10]
     labels = [" / ".join(str(r[k]) for k in reversed(keys)) for r in ordered]
     usd = _units(panel).get(column) == "currencyUSD"
-    notes = [f"unpriced model: {_fmt(r['wasted_tokens'], '')} tokens, cost unknown"
-             if usd and not r[column] and r.get("wasted_tokens") else "" for r in ordered]
+    notes = [f"unpriced model: {_fmt(tokens, '')} tokens, cost unknown"
+             if usd and not r[column] and (tokens := _tokens(r)) else "" for r in ordered]
     return labels, [float(r[column]) for r in ordered], column, notes
+
+
+def _tokens(row: dict[str, Any]) -> int:
+    """The tokens a row of a spend table counts: those wasted (waste tables), else those used (spend by model)."""
+    if "wasted_tokens" in row:
+        return int(row["wasted_tokens"] or 0)
+    return int(row.get("input_token_count") or 0) + int(row.get("output_token_count") or 0)
 
 
 def _draw_bars(ax: plt.Axes, panel: dict[str, Any], bars: Bars) -> None:

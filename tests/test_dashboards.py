@@ -191,3 +191,21 @@ def test_report_command_renders_a_store(tmp_path: Path) -> None:
     result = subprocess.run([*MASTWATCH, "report", "--store-path", str(tmp_path / "none"), "--out", str(page)],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and "no store at" in result.stderr
+
+
+def test_the_report_says_a_model_without_a_price_is_unpriced_not_free() -> None:
+    """A spend or waste bar at 0 USD for tokens spent is a model genai-prices does not know: the report says so."""
+    from mastwatch.config import Config
+    from mastwatch.dashboards.report import _bar_column, panels
+
+    by_title = {p["title"]: p for _, p in panels(Config())}
+    spend = _bar_column(by_title["Spend and waste by agent and model (store)"], [
+        {"service": "s", "agent": "a", "model": "gpt-4o", "spend_usd": 2.0, "input_token_count": 900,
+         "output_token_count": 50},
+        {"service": "s", "agent": "b", "model": "in-house-7b", "spend_usd": 0.0, "input_token_count": 1000,
+         "output_token_count": 234}])
+    assert spend is not None and spend[3] == ["", "unpriced model: 1,234 tokens, cost unknown"]
+    waste = _bar_column(by_title["Wasted spend by agent (store)"], [
+        {"service": "s", "agent": "b", "wasted_usd": 0.0, "wasted_tokens": 0},
+        {"service": "s", "agent": "c", "wasted_usd": 0.0, "wasted_tokens": 70}])
+    assert waste is not None and waste[3] == ["", "unpriced model: 70 tokens, cost unknown"]  # none wasted: no note

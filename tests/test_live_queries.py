@@ -234,6 +234,8 @@ def test_the_report_renders_the_store_panels(live: Live, tmp_path: Path) -> None
     assert f"per {chosen.interval_s} s" in page and "time (UTC)" in page
     unpriced = [r for _, panel, rows in results if panel["title"] == "Wasted spend by agent (store)" for r in rows
                 if not r["wasted_usd"] and r["wasted_tokens"]]
+    unpriced += [r for _, panel, rows in results if panel["title"] == "Spend and waste by agent and model (store)"
+                 for r in rows if not r["spend_usd"] and r["input_token_count"]]
     assert ("unpriced model" in page) == bool(unpriced)
     assert page.count("<svg") == 10 and "Costliest looping runs" in page and "Tools repeated most (store)" in page
     assert "Spend and waste by agent and model (store)" in page and "Spend by model (store)" in page
