@@ -203,6 +203,9 @@ def test_top_on_a_store_an_older_version_wrote_says_how_to_upgrade_it(tmp_path) 
     assert "query failed" not in out.stderr
     out = subprocess.run([*top, "waste"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.startswith("service")  # the other queries read on
+    out = subprocess.run([*top, "waste", "--set", "exporters.store.database=elsewhere"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 1 and "no database elsewhere with mastwatch's tables" in out.stderr
 
 
 def test_top_writes_csv_and_json_lines_for_spreadsheets_and_scripts(tmp_path) -> None:

@@ -330,6 +330,10 @@ def run(engine: Engine, database: str, name: str, filters: Filters) -> list[dict
     got every table the query reads yet)."""
     query = QUERIES[name]
     tables = engine.query("SELECT name FROM system.tables WHERE database = {db:String}", {"db": database})
+    if not tables:
+        raise TableMissing(f"the store has no database {database} with mastwatch's tables: no mastwatch has written "
+                           "to it yet (`mastwatch serve` or demo creates them), or exporters.store.database names "
+                           "another")
     missing = sorted(set(re.findall(r"\{db\}\.(\w+)", query.sql)) - {t["name"] for t in tables})
     if missing:
         raise TableMissing(f"the store has no table {', '.join(missing)} yet: it was written by an older "

@@ -160,7 +160,7 @@ def model_spend_rows(v: Verdict, rows: list[list[Any]]) -> None:
     """mast_model_spend rows, in column order, added to `rows`: one per model the run called, as the verdict's
     tokens and cost name it."""
     calls = v.model_calls
-    for model in v.models:  # a verdict read back has no call counts: its models' tokens and cost still count
+    for model in v.models:  # a verdict not made by the processor may lack call counts: its tokens still count
         if model not in calls:
             calls = {**calls, model: (0, 0.0)}
     tokens, waste = v.tokens, v.waste
