@@ -294,7 +294,7 @@ def cmd_schema(args: argparse.Namespace, config: Config) -> int:
 
     layout = config.exporters.store.layout
     layout = Layout(args.database or layout.database, layout.cluster if args.cluster is None else args.cluster,
-                    layout.ttl_days)
+                    layout.ttl_days, layout.table_ttl_days)
     print(";\n\n".join(ddl(layout)) + ";")
     return 0
 

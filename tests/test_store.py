@@ -247,6 +247,33 @@ def test_ttl_follows_the_configuration_and_is_altered_only_on_a_change(tmp_path)
         store.shutdown()
 
 
+def test_a_table_may_keep_its_rows_for_its_own_days(tmp_path) -> None:
+    """The bulky steps for a week, spend for good, the rest as ttl_days says; a table's days change on their own."""
+    def ttl(store: StoreExporter) -> dict[str, str | None]:
+        rows = store.query("SELECT name, engine_full FROM system.tables WHERE database = 'mastwatch' AND "
+                           "name LIKE 'mast_%' AND engine LIKE '%MergeTree'")
+        return {r["name"]: (m.group(1) if (m := re.search(r"TTL (.+?) SETTINGS", r["engine_full"])) else None)
+                for r in rows}
+
+    store = StoreExporter(StoreConfig(path=str(tmp_path), ttl_days=30,
+                                      table_ttl_days={STEPS: 7, MODEL_SPEND: 0}))
+    try:
+        days = ttl(store)
+        assert days[STEPS] == "toDateTime(started_at) + toIntervalDay(7)" and days[MODEL_SPEND] is None
+        assert all(days[t] == "toDateTime(started_at) + toIntervalDay(30)" for t in (TRACES, FINDINGS,
+                                                                                     REPEATED_STEPS))
+        migrate(store.engine, StoreConfig(ttl_days=30, table_ttl_days={STEPS: 3}).layout)
+        days = ttl(store)
+        assert days[STEPS].endswith("toIntervalDay(3)") and days[MODEL_SPEND].endswith("toIntervalDay(30)")
+    finally:
+        store.shutdown()
+    statements = ddl(StoreConfig(table_ttl_days={STEPS: 7}).layout)
+    assert [s for s in statements if "TTL" in s] == [
+        "ALTER TABLE mastwatch.mast_steps MODIFY TTL toDateTime(started_at) + toIntervalDay(7)"]
+    with pytest.raises(ValueError, match="'mast_signatures' is not one of the tables"):
+        StoreConfig(table_ttl_days={"mast_signatures": 7})
+
+
 def test_a_retried_batch_is_not_doubled(tmp_path) -> None:
     store = StoreExporter(StoreConfig(path=str(tmp_path)))
     try:

@@ -49,6 +49,8 @@ class StoreConfig(BaseModel):
     password: SecretStr = SecretStr("")
     cluster: str | None = Field(None, pattern=_IDENTIFIER, description="replicated and distributed tables")
     ttl_days: int = Field(0, ge=0, description="rows are deleted this many days after started_at (0: kept)")
+    table_ttl_days: dict[str, int] = Field(default_factory=dict, description="a table's own ttl_days, over "
+                                           "ttl_days (0: kept): {mast_steps: 7, mast_model_spend: 400}")
     batch_rows: int = Field(50_000, ge=1, description="rows per batch, all tables together (an insert per table)")
     flush_interval: Duration = Field(1.0, gt=0, description="longest a row waits before it is written")
     queue_path: str | None = Field(None, description="durable queue directory (default: `path`/queue)")
@@ -73,9 +75,19 @@ class StoreConfig(BaseModel):
     def _steps_off(cls, value: Any) -> Any:  # YAML reads a bare `off` as false
         return "off" if value is False else value
 
+    @field_validator("table_ttl_days")
+    @classmethod
+    def _table_ttl_days(cls, value: dict[str, int]) -> dict[str, int]:
+        for table, days in value.items():
+            if table not in TABLES:
+                raise ValueError(f"{table!r} is not one of the tables with rows that expire: {', '.join(TABLES)}")
+            if days < 0:
+                raise ValueError(f"{table}: {days} days; 0 keeps its rows, more deletes them that many days on")
+        return value
+
     @property
     def layout(self) -> Layout:
-        return Layout(self.database, self.cluster or "", self.ttl_days)
+        return Layout(self.database, self.cluster or "", self.ttl_days, tuple(sorted(self.table_ttl_days.items())))
 
     @field_validator("redact")
     @classmethod

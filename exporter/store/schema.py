@@ -189,11 +189,16 @@ COLUMNS = {name: t.column_names for name, t in TABLES.items()}
 
 @dataclass(frozen=True)
 class Layout:
-    """Where the tables live: a database, optionally on a cluster; rows expire after `ttl_days` (0: never)."""
+    """Where the tables live: a database, optionally on a cluster; rows expire after `ttl_days` (0: never), a
+    table's after its own days when `table_ttl_days` names it."""
 
     database: str = "mastwatch"
     cluster: str = ""
     ttl_days: int = 0
+    table_ttl_days: tuple[tuple[str, int], ...] = ()  # (table, days), days 0: kept
+
+    def ttl_for(self, table: str) -> int:
+        return dict(self.table_ttl_days).get(table, self.ttl_days)
 
     def on_cluster(self) -> str:
         return f" ON CLUSTER {quote(self.cluster)}" if self.cluster else ""
@@ -316,9 +321,10 @@ def ttl_expression(days: int) -> str:
 
 
 def ttl_statement(layout: Layout, table: str, current: str | None) -> str | None:
-    """The ALTER that makes `table`'s TTL match `layout.ttl_days`, or None when it does (`current`: the
+    """The ALTER that makes `table`'s TTL match the layout's for it, or None when it does (`current`: the
     table's TTL expression now). Altering only on a change avoids rewriting parts at every start."""
-    wanted = ttl_expression(layout.ttl_days) if layout.ttl_days else None
+    days = layout.ttl_for(table)
+    wanted = ttl_expression(days) if days else None
     if wanted == current:
         return None
     action = f"MODIFY TTL {wanted}" if wanted else "REMOVE TTL"
