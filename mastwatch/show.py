@@ -63,13 +63,21 @@ def fingerprint(step: dict[str, Any]) -> str:
     return f"{int(step['args_fingerprint']):016x}" if step["args_fingerprint"] else ""
 
 
+def models(stored: StoredRun) -> str:
+    """The run's models, each with its calls and USD when the store holds them (what a run calling two costs)."""
+    if not stored.spend:
+        return ", ".join(stored.run["models"]) or "(none named)"
+    return ", ".join(f"{m['model']} ({plural(m['calls'], 'call')}, {usd(m['cost_usd']) if m['priced'] else 'no price'})"
+                     for m in stored.spend)
+
+
 def header(stored: StoredRun) -> list[tuple[str, str]]:
     """The run's verdict as (label, value) lines."""
     r = stored.run
     waste = usd(r["wasted_cost_usd"]) + (f" on {plural(r['repeated_steps'], 'repeated step')}" if r["repeated_steps"]
                                          else "")
     return [("trace", r["trace_id"]), ("service", r["service"]), ("agent", r["agent"]),
-            ("models", ", ".join(r["models"]) or "(none named)"),
+            ("models", models(stored)),
             ("time", f"{when(r['started_ns'])}, lasted {seconds(int(r['ended_ns']) - int(r['started_ns']))}"),
             ("steps", f"{r['steps']} ({plural(r['llm_calls'], 'model call')}, {plural(r['tool_calls'], 'tool call')})"),
             ("tokens", f"{r['input_tokens']:,} input, {r['output_tokens']:,} output"),

@@ -174,6 +174,21 @@ def test_show_prints_every_step_in_start_order_and_marks_the_evidence(store) -> 
         assert f"evidence: {' '.join(e.hex() for e in finding.evidence)}" in out
 
 
+def test_show_gives_each_model_its_calls_and_cost(store) -> None:
+    """A run's models with what each cost (a model without a price says so, rather than $0)."""
+    from mastwatch.show import plural, usd
+
+    path, (_, failing, priced) = store
+    (model,) = priced.models
+    out = show(path, priced.trace_id).stdout
+    calls = plural(priced.llm_calls, "call")
+    assert re.search(rf"^models +{re.escape(model)} \({calls}, {re.escape(usd(priced.cost_usd))}\)$", out, re.M), out
+    (unpriced,) = failing.models
+    assert not failing.cost
+    assert re.search(rf"^models +{re.escape(unpriced)} \({plural(failing.llm_calls, 'call')}, no price\)$",
+                     show(path, failing.trace_id).stdout, re.M)
+
+
 def test_show_says_why_a_run_has_no_steps(store) -> None:
     path, (healthy, _, _) = store
     result = show(path, healthy.trace_id)

@@ -398,16 +398,27 @@ ORDER BY started_at, span_id
 LIMIT 1 BY span_id"""
 
 
+# A run's spend per model, in the order of its models (a retried insert's copy left out).
+RUN_SPEND = """\
+SELECT model, calls, cost_usd, priced
+FROM {db}.mast_model_spend
+WHERE trace_id = {trace_id:String} AND started_at = fromUnixTimestamp64Nano({since_ns:Int64}, 'UTC')
+ORDER BY model
+LIMIT 1 BY model"""
+
+
 @dataclass
 class StoredRun:
     """One run as the store holds it: its mast_traces row, its findings (the judge's too) and its steps in start
-    order; `no_steps` says why a run has no step rows."""
+    order; `no_steps` says why a run has no step rows; `spend`, its calls and USD per model (none for runs stored
+    before schema version 7)."""
 
     run: dict[str, Any]
     findings: list[dict[str, Any]]
     steps: list[dict[str, Any]]
     no_steps: str = ""
     marks: dict[str, list[str]] = field(default_factory=dict)  # span id -> the modes it is evidence of
+    spend: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for f in self.findings:
@@ -440,16 +451,21 @@ def stored_run(engine: Engine, database: str, trace_id: str, steps_setting: str 
     findings = engine.query(RUN_FINDINGS.replace("{db}", database), params)
     for f in findings:  # a Float32: a server's client widens it to a double, chDB's JSON prints it shortest
         f["confidence"] = round(float(f["confidence"]), 3)
-    has_table = engine.query("SELECT count() AS n FROM system.tables WHERE database = {db:String} AND "
-                             "name = 'mast_steps'", {"db": database})
-    if not int(has_table[0]["n"]):
+    tables = {t["name"] for t in engine.query("SELECT name FROM system.tables WHERE database = {db:String}",
+                                              {"db": database})}
+    spend = engine.query(RUN_SPEND.replace("{db}", database), {**params, "since_ns": int(run["started_ns"])}) \
+        if "mast_model_spend" in tables else []
+    for s in spend:
+        s["priced"] = bool(s["priced"])
+    if "mast_steps" not in tables:
         return StoredRun(run, findings, [], "this store has no table of steps yet: a mastwatch serve of schema "
-                         f"version {STEPS_VERSION} or later adds it, and keeps the steps of the runs stored then on")
+                         f"version {STEPS_VERSION} or later adds it, and keeps the steps of the runs stored then on",
+                         spend=spend)
     steps = engine.query(RUN_STEPS.replace("{db}", database), {**params, "since_ns": int(run["started_ns"]),
                                                            "until_ns": int(run["ended_ns"])})
     for s in steps:
         s["error"] = bool(s["error"])
-    return StoredRun(run, findings, steps, "" if steps else _why_no_steps(findings, steps_setting))
+    return StoredRun(run, findings, steps, "" if steps else _why_no_steps(findings, steps_setting), spend=spend)
 
 
 def _why_no_steps(findings: list[dict[str, Any]], steps_setting: str) -> str:
