@@ -321,6 +321,12 @@ def _datetime64(ns: int) -> str:
     return f"{datetime.fromtimestamp(seconds, tz=timezone.utc):%Y-%m-%d %H:%M:%S}.{fraction:09d}"
 
 
+def store_tables(engine: Engine, database: str) -> set[str]:
+    """The tables the store's database has (none: no mastwatch has written to it)."""
+    return {t["name"] for t in engine.query("SELECT name FROM system.tables WHERE database = {db:String}",
+                                            {"db": database})}
+
+
 class TableMissing(LookupError):
     """The store predates a table the query reads: a store written by an older mastwatch, not upgraded yet."""
 
@@ -329,12 +335,12 @@ def run(engine: Engine, database: str, name: str, filters: Filters) -> list[dict
     """Rows of `mastwatch top` query `name` as dicts, columns in SELECT order (TableMissing: the store has not
     got every table the query reads yet)."""
     query = QUERIES[name]
-    tables = engine.query("SELECT name FROM system.tables WHERE database = {db:String}", {"db": database})
+    tables = store_tables(engine, database)
     if not tables:
         raise TableMissing(f"the store has no database {database} with mastwatch's tables: no mastwatch has written "
                            "to it yet (`mastwatch serve` or demo creates them), or exporters.store.database names "
                            "another")
-    missing = sorted(set(re.findall(r"\{db\}\.(\w+)", query.sql)) - {t["name"] for t in tables})
+    missing = sorted(set(re.findall(r"\{db\}\.(\w+)", query.sql)) - tables)
     if missing:
         raise TableMissing(f"the store has no table {', '.join(missing)} yet: it was written by an older "
                            "mastwatch; start this version's `mastwatch serve` (or demo) on it once to upgrade it")
@@ -451,8 +457,7 @@ def stored_run(engine: Engine, database: str, trace_id: str, steps_setting: str 
     findings = engine.query(RUN_FINDINGS.replace("{db}", database), params)
     for f in findings:  # a Float32: a server's client widens it to a double, chDB's JSON prints it shortest
         f["confidence"] = round(float(f["confidence"]), 3)
-    tables = {t["name"] for t in engine.query("SELECT name FROM system.tables WHERE database = {db:String}",
-                                              {"db": database})}
+    tables = store_tables(engine, database)
     spend = engine.query(RUN_SPEND.replace("{db}", database), {**params, "since_ns": int(run["started_ns"])}) \
         if "mast_model_spend" in tables else []
     for s in spend:
