@@ -94,6 +94,7 @@ def test_unknown_model_is_counted_unpriced(server) -> None:
 
 def test_metrics_pass_promtool_check(server) -> None:
     """The exposition is valid for Prometheus's own linter (promtool from the prometheus package)."""
+    import json
     import subprocess
 
     tp = provider("grpc", server.grpc_endpoint)
@@ -179,6 +180,7 @@ def test_threads_carry_their_names_at_the_os_level(server) -> None:
 def test_top_and_show_ask_the_server_that_holds_the_store(server, tmp_path: Path) -> None:
     """chDB lets one process open the store: `top` and `show` run beside the server read through its metrics port,
     as they would read the store themselves; with no server there, one line says what to pass."""
+    import json
     import subprocess
 
     tp = provider("http", server.http_url)
@@ -200,6 +202,11 @@ def test_top_and_show_ask_the_server_that_holds_the_store(server, tmp_path: Path
     assert top.returncode == 0 and trace_id[:12] in top.stdout and "FM-1.3" in top.stdout, top
     shown = cli("show", trace_id, "--set", f"exporters.prometheus.endpoint={endpoint}")
     assert shown.returncode == 0 and "kubectl_get_pods" in shown.stdout and "FM-1.3" in shown.stdout, shown
+    spend = cli("top", "spend", "--format", "json", "--set", f"exporters.prometheus.endpoint={endpoint}")
+    assert spend.returncode == 0, spend
+    (row,) = [json.loads(line) for line in spend.stdout.splitlines()]
+    assert row["model_calls"] == 4 and row["spend_usd"] > 0 and row["repeated"] >= 3, row
+    assert f"({row['model_calls']} calls, $" in shown.stdout  # show gives the model its calls and cost
     missing = cli("show", "0" * 31 + "1", "--set", f"exporters.prometheus.endpoint={endpoint}")
     assert missing.returncode == 1 and "is not in the store" in missing.stderr, missing
     unreachable = cli("top", "traces", "--set", "exporters.prometheus.endpoint=127.0.0.1:1")
