@@ -94,7 +94,6 @@ def test_unknown_model_is_counted_unpriced(server) -> None:
 
 def test_metrics_pass_promtool_check(server) -> None:
     """The exposition is valid for Prometheus's own linter (promtool from the prometheus package)."""
-    import json
     import subprocess
 
     tp = provider("grpc", server.grpc_endpoint)
