@@ -12,8 +12,8 @@ process CPU time per span, best of `--passes` passes (the machine may be
 busy); what a stage adds is its figure minus the previous one. Ratios are against decoding, measured in the
 same run. The decoded input is frozen out of garbage collection, whose thresholds are the server's. Then what
 counting a request's spans costs (how a full queue refuses it before decoding), against decoding it. Last, what
-the Prometheus exporter's counting of tool and model calls costs per span: its verdicts exported with their steps,
-against the same verdicts without them, best of `--passes` passes each.
+the Prometheus exporter's counting of tool and model calls costs per span: its verdicts exported with their steps
+and model call counts, against the same verdicts without them, best of `--passes` passes each.
 """
 
 from __future__ import annotations
@@ -109,18 +109,19 @@ class _Verdicts:
 
 
 def _call_counting(batches: list[list[SpanRecord]], passes: int) -> tuple[float, float]:
-    """CPU seconds to count the verdicts of `batches` in the mast_* series, without their steps and with them."""
+    """CPU seconds to count the verdicts of `batches` in the mast_* series, without their calls (steps and model call
+    counts) and with them."""
     kept = _Verdicts()
     processor = Processor(ProcessorConfig(), [kept])
     for spans in batches:
         processor.process(spans, now=0.0)
     processor.drain()
-    steps = [v.trace_steps for v in kept.verdicts]
+    calls = [(v.trace_steps, v.model_calls) for v in kept.verdicts]
     best = [float("inf")] * 2
     for _ in range(passes):
         for with_steps in (False, True):
-            for verdict, its in zip(kept.verdicts, steps, strict=True):
-                verdict.trace_steps = its if with_steps else []
+            for verdict, (steps, models) in zip(kept.verdicts, calls, strict=True):
+                verdict.trace_steps, verdict.model_calls = (steps, models) if with_steps else ([], {})
             series = MastSeries(CollectorRegistry(), LabelLimiter(100, lambda label: None))
             started = time.process_time()
             for verdict in kept.verdicts:

@@ -404,7 +404,7 @@ ORDER BY started_at, span_id
 LIMIT 1 BY span_id"""
 
 
-# A run's spend per model, in the order of its models (a retried insert's copy left out).
+# A run's spend per model, by model name (a retried insert's copy left out).
 RUN_SPEND = """\
 SELECT model, calls, cost_usd, priced
 FROM {db}.mast_model_spend
