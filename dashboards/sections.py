@@ -139,6 +139,15 @@ def failure_store(grid: Grid, config: Config, scope: Dialect, fleet: bool) -> No
                        "confirmed or rejected, modes found that no detector saw, and agreement = confirmed / "
                        "(confirmed + rejected). Empty without the judge.", [sql(q.JUDGE_VERDICTS, db, scope)],
                        overrides=[override("agreement", unit="percentunit", decimals=0)]), 12, 7)
+    grid.add(table("Reviews by mode (store)", "People's word on the findings (`mastwatch review`), each run's latest "
+                   "per mode: runs found, findings reviewed and the share confirmed, misses reported and the share "
+                   "of the runs reviewed as showing the mode that it was found in, and the latest dismissal's note. "
+                   "A mode found and not reviewed shows reviewed 0: what is left to look at.",
+                   [sql(q.REVIEWS, db, scope)],
+                   overrides=[override("confirmed_share", unit="percentunit", decimals=0),
+                              override("found_share", unit="percentunit", decimals=0),
+                              override("latest_dismissal", custom__width=360)], sort_by="reviewed"),
+             24 if fleet else 12, 7)
     if fleet:
         grid.add(table("Failure signatures", "Recurring problems: findings grouped by agent, mode, tools and reason "
                        "with its values masked. Runs in the range against all time (a new problem has both equal), "

@@ -13,7 +13,7 @@ from typing import Any
 
 from mastwatch.exporter.store.engine import Engine
 from mastwatch.exporter.store.queries import StoredRun, stored_run, trace_id_of
-from mastwatch.show import fingerprint, header, previews, seconds, step_label, tokens, usd
+from mastwatch.show import fingerprint, header, previews, review_line, seconds, step_label, tokens, usd
 
 log = logging.getLogger(__name__)
 PATH = "/traces/"
@@ -108,18 +108,27 @@ def _steps_table(stored: StoredRun) -> str:
 
 
 def _findings(stored: StoredRun) -> str:
+    reviews = {r["failure_mode"]: r for r in stored.reviews}
+    missed = "".join(f'<p class="note">Reviewed: {_e(review_line(r))}</p>' for r in stored.reviews
+                     if r["verdict"] == "missed")
+    hint = (f'<p class="note">Right or wrong? <code>mastwatch review {_e(stored.run["trace_id"])} FM-x.y '
+            "confirmed|dismissed|missed</code></p>")
     if not stored.findings:
-        return '<p class="note">No finding.</p>'
+        return f'<p class="note">No finding.</p>{missed}{hint}'
     steps = {s["span_id"] for s in stored.steps}
     parts = []
+    shown: set[str] = set()
     for f in stored.findings:
         evidence = " ".join(f'<a href="#span-{_e(span)}"><code>{_e(span)}</code></a>' if span in steps
                             else f"<code>{_e(span)}</code>" for span in f["evidence"])
         parts.append(f'<div class="finding" id="finding-{_e(f["failure_mode"])}"><span class="code">'
                      f'{_e(f["failure_mode"])}</span> <b>{_e(f["name"])}</b> ({_e(f["category"])}), confidence '
                      f'{f["confidence"]:.2f}, basis {_e(f["basis"])}<p class="why">{_e(f["reason"])}</p>'
-                     + (f"<div>evidence: {evidence}</div>" if evidence else "") + "</div>")
-    return "".join(parts)
+                     + (f"<div>evidence: {evidence}</div>" if evidence else "")
+                     + (f'<div class="note">Reviewed: {_e(review_line(reviews[f["failure_mode"]]))}</div>'
+                        if f["failure_mode"] in reviews and f["failure_mode"] not in shown else "") + "</div>")
+        shown.add(f["failure_mode"])
+    return "".join(parts) + missed + hint
 
 
 def render(stored: StoredRun, trace_url: str = "") -> str:

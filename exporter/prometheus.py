@@ -178,6 +178,7 @@ class PrometheusExporter:
                  api: Mapping[str, Callable[[str], tuple[int, dict[str, Any]]]] | None = None,
                  views: Mapping[str, Callable[[str], tuple[int, str]]] | None = None,
                  queries: Mapping[str, Callable[[str, Mapping[str, str]], tuple[int, Any]]] | None = None,
+                 posts: Mapping[str, Callable[[str, Mapping[str, str], bytes], tuple[int, Any]]] | None = None,
                  watched_modes: tuple[tuple[str, str], ...] = ()) -> None:
         """`watched_modes`: the (failure mode, category) pairs alert rules compute each agent's rate of."""
         self.config = config
@@ -189,6 +190,9 @@ class PrometheusExporter:
         # path prefix -> the JSON reply to a GET under it, given its query parameters, made on another thread (it
         # queries the store: what `mastwatch top` and `show` ask a server holding the store's directory)
         self.queries = dict(queries or {})
+        # path -> the JSON reply to a POST, given its query parameters and body, made on another thread (it writes to
+        # the store: reviews)
+        self.posts = dict(posts or {})
         self.registry = registry = registry or CollectorRegistry()
         self.self_metrics = SelfMetrics(registry)
         self.limit = LabelLimiter(config.max_label_values, lambda label: self.self_metrics.label_overflow.labels(
@@ -220,6 +224,17 @@ class PrometheusExporter:
             self._refusals.refuse("unauthenticated", "no valid bearer token", request.remote)
             return web.Response(status=401, text="send Authorization: Bearer <token>\n",
                                 headers={"WWW-Authenticate": 'Bearer realm="mastwatch"'})
+        post = self.posts.get(request.path)
+        if post is not None:
+            if request.method != "POST":
+                return web.json_response({"error": f"{request.path} takes a POST"}, status=405,
+                                         headers={"Allow": "POST"})
+            data = await request.read()
+            status, body = await asyncio.get_running_loop().run_in_executor(None, post, request.path,
+                                                                            dict(request.query), data)
+            return web.json_response(body, status=status)
+        if request.method != "GET" and request.method != "HEAD":
+            return web.json_response({"error": f"{request.path} takes a GET"}, status=405, headers={"Allow": "GET"})
         for prefix, answer in self.api.items():
             if request.path.startswith(prefix):
                 status, body = answer(request.path)

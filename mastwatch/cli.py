@@ -243,6 +243,12 @@ def cmd_show(args: argparse.Namespace, config: Config) -> int:
     return main_show(config, args.trace_id)
 
 
+def cmd_review(args: argparse.Namespace, config: Config) -> int:
+    from mastwatch.review import main_review
+
+    return main_review(config, args.trace_id, args.mode, args.verdict, args.note, args.by)
+
+
 def cmd_report(args: argparse.Namespace, config: Config) -> int:
     if args.trace is not None:
         return _report_trace(args, config)
@@ -302,8 +308,6 @@ def cmd_schema(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_top(args: argparse.Namespace, config: Config) -> int:
     from mastwatch import remote
-    from mastwatch.exporter.store import open_engine
-    from mastwatch.exporter.store.chdb_engine import StoreInUse
     from mastwatch.exporter.store.queries import Filters, TableMissing, run, time_bound
 
     now = time.time_ns()
@@ -314,29 +318,11 @@ def cmd_top(args: argparse.Namespace, config: Config) -> int:
     except ValueError as e:
         print(f"mastwatch top: {e}", file=sys.stderr)
         return 2
-    store = config.exporters.store
-    try:
-        engine = open_engine(store, create=False)
-    except StoreInUse as e:  # a running server holds the directory: it answers the query
-        try:
-            rows = remote.ask_top(config, args.what, filters)
-        except OSError as unreachable:
-            print(f"mastwatch top: {remote.held_and_unreachable(e, unreachable)}", file=sys.stderr)
-            return 1
-    except OSError as e:  # no store there
-        print(f"mastwatch top: {e}", file=sys.stderr)
-        return 1
-    else:
-        try:
-            rows = run(engine, store.database, args.what, filters)
-        except TableMissing as e:
-            print(f"mastwatch top: {e}", file=sys.stderr)
-            return 1
-        except Exception as e:
-            print(f"mastwatch top: query failed: {e}", file=sys.stderr)
-            return 1
-        finally:
-            engine.close()
+    status, rows = remote.on_store(config, "top", lambda engine: run(engine, config.exporters.store.database,
+                                                                     args.what, filters),
+                                   lambda: remote.ask_top(config, args.what, filters), (TableMissing,))
+    if status or rows is None:
+        return status
     if args.format == "json":
         for row in rows:
             print(json.dumps(row, ensure_ascii=False))
@@ -413,10 +399,10 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--database", metavar="DB", type=_identifier, help="default: exporters.store.database")
     top = sub.add_parser("top", help="what the store holds: spend and waste by agent and model; waste by agent and "
                          "tool, by model, by tool; failure modes, failing traces, the judge's verdicts, failure "
-                         "signatures (recurring problems)")
+                         "signatures (recurring problems), people's reviews of findings")
     _common(top)
     top.add_argument("what", choices=["spend", "waste", "models", "tools", "failures", "traces", "judge",
-                                      "signatures"])
+                                      "signatures", "reviews"])
     top.add_argument("--since", default="24h", help="a duration back from now (24h, 7d) or a UTC time (default: 24h)")
     top.add_argument("--until", default="now", help="now, a duration back from now, or a UTC time (default: now)")
     top.add_argument("--service", help="only this service")
@@ -435,6 +421,15 @@ def build_parser() -> argparse.ArgumentParser:
     _common(show)
     show.add_argument("trace_id", metavar="TRACE_ID", help="32 hexadecimal digits")
     show.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
+    review = sub.add_parser("review", help="say whether a stored run's finding is right (confirmed, dismissed) or "
+                            "that the run shows a mode nothing found (missed); `top reviews` adds them up")
+    _common(review)
+    review.add_argument("trace_id", metavar="TRACE_ID", help="32 hexadecimal digits")
+    review.add_argument("mode", metavar="FM-x.y", type=_mode, help="the failure mode reviewed")
+    review.add_argument("verdict", choices=["confirmed", "dismissed", "missed"])
+    review.add_argument("--note", default="", help="why, in a line (shown beside the mode's figures)")
+    review.add_argument("--by", help="the reviewer (default: the user running the command)")
+    review.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
     dashboards = sub.add_parser("dashboards", help="write the Grafana dashboards and provisioning files")
     _common(dashboards)
     dashboards.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -519,8 +514,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mastwatch: {e}", file=sys.stderr)
         return 2
     commands = {"serve": cmd_serve, "replay": cmd_replay, "eval": cmd_eval, "demo": cmd_demo, "schema": cmd_schema,
-                "top": cmd_top, "show": cmd_show, "dashboards": cmd_dashboards, "rules": cmd_rules,
-                "report": cmd_report, "docs": cmd_docs}
+                "top": cmd_top, "show": cmd_show, "review": cmd_review, "dashboards": cmd_dashboards,
+                "rules": cmd_rules, "report": cmd_report, "docs": cmd_docs}
     try:
         return commands[args.command](args, config)
     except OSError as e:  # a port in use, a store directory that cannot be written

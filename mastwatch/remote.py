@@ -2,7 +2,8 @@
 
 chDB lets one process open a data directory: while `mastwatch serve` or `demo` writes the store, another process
 cannot read it. The server answers the same queries on its metrics port instead (with its bearer token check):
-`GET /v1/top/<query>?<filters>` (the rows, as JSON) and `GET /v1/runs/<trace id>` (the run as the store holds it).
+`GET /v1/top/<query>?<filters>` (the rows, as JSON) and `GET /v1/runs/<trace id>` (the run as the store holds it),
+and takes `mastwatch review`'s reviews: `POST /v1/reviews` with a JSON object (`Review.from_json`).
 A reader names the store it means (`store=<absolute path>`): the server at the configured endpoint may be another
 one, holding another store, and answers it 409 rather than with rows that are not the store's.
 """
@@ -12,21 +13,26 @@ from __future__ import annotations
 import json
 import os
 import ssl
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mastwatch.config import Config
 from mastwatch.exporter.store.chdb_engine import StoreInUse
 from mastwatch.exporter.store.engine import Engine
-from mastwatch.exporter.store.queries import QUERIES, Filters, StoredRun, run, stored_run, trace_id_of
+from mastwatch.exporter.store.queries import QUERIES, Filters, StoredRun, TableMissing, run, stored_run, trace_id_of
+from mastwatch.exporter.store.reviews import Review, ReviewRefused, add_review
+
+T = TypeVar("T")
 
 TOP_PATH = "/v1/top/"
 RUN_PATH = "/v1/runs/"
+REVIEWS_PATH = "/v1/reviews"
 TIMEOUT_S = 30.0
 
 
@@ -84,16 +90,79 @@ def answers(engine: Engine, database: str, steps_setting: str, store_path: str |
     return {TOP_PATH: top, RUN_PATH: one_run}
 
 
+def take_review(engine: Engine, database: str, store_path: str | None) -> Callable[
+        [str, Mapping[str, str], bytes], tuple[int, Any]]:
+    """The server's side of `POST /v1/reviews`: (status, JSON body) for a request's query and body."""
+    own = os.path.realpath(store_path) if store_path is not None else None
+
+    def post(path: str, query: Mapping[str, str], data: bytes) -> tuple[int, Any]:
+        wanted = query.get("store")
+        if wanted and own is not None and os.path.realpath(wanted) != own:
+            return 409, {"error": f"it holds the store in {own}"}
+        try:
+            review = Review.from_json(json.loads(data or b"null"))
+        except ValueError as e:  # JSONDecodeError included
+            return 400, {"error": str(e)}
+        try:
+            bases = add_review(engine, database, review)
+        except ReviewRefused as e:
+            return (404 if "not in the store" in str(e) else 409), {"error": str(e)}
+        except TableMissing as e:
+            return 503, {"error": str(e)}
+        return 200, {**asdict(review), "bases": bases}
+
+    return post
+
+
+def send_review(config: Config, review: Review) -> dict[str, Any]:
+    """Post `review` to the server at the configured metrics endpoint (it holds the store); its reply."""
+    query = urllib.parse.urlencode({"store": _store(config)})
+    return _request(config, f"{REVIEWS_PATH}?{query}", json.dumps(asdict(review)).encode())
+
+
+def on_store(config: Config, command: str, local: Callable[[Engine], T], ask: Callable[[], T],
+             expected: tuple[type[Exception], ...] = ()) -> tuple[int, T | None]:
+    """`local` on the configured store, or, while a running server holds its chDB directory, `ask` of that server:
+    (0, the answer), or (exit status 1, None) after one line on stderr saying what went wrong (the answer may be None
+    too: look at the status). `expected`: errors
+    of `local` whose message says it all (others are printed as a failed query)."""
+    from mastwatch.exporter.store import open_engine
+
+    def fail(message: str) -> tuple[int, None]:
+        print(f"mastwatch {command}: {message}", file=sys.stderr)
+        return 1, None
+
+    try:
+        engine = open_engine(config.exporters.store, create=False)
+    except StoreInUse as e:
+        try:
+            return 0, ask()
+        except urllib.error.HTTPError as refused:  # the server's answer: what is wrong with the request
+            return fail(str(refused.reason))
+        except OSError as unreachable:
+            return fail(held_and_unreachable(e, unreachable))
+    except OSError as e:  # no store there
+        return fail(str(e))
+    try:
+        return 0, local(engine)
+    except expected as e:
+        return fail(str(e))
+    except Exception as e:
+        return fail(f"query failed: {e}")
+    finally:
+        engine.close()
+
+
 def ask_top(config: Config, name: str, filters: Filters) -> list[dict[str, Any]]:
     """The rows of `top` query `name` from the server at the configured metrics endpoint."""
     query = {**filters.query(), "store": _store(config)}
-    return _get(config, f"{TOP_PATH}{name}?{urllib.parse.urlencode(query)}")
+    return _request(config, f"{TOP_PATH}{name}?{urllib.parse.urlencode(query)}")
 
 
 def ask_run(config: Config, trace_id: str) -> StoredRun | None:
     """The run from the server at the configured metrics endpoint; None when its store has no row of it."""
     try:
-        body = _get(config, f"{RUN_PATH}{trace_id}?{urllib.parse.urlencode({'store': _store(config)})}")
+        body = _request(config, f"{RUN_PATH}{trace_id}?{urllib.parse.urlencode({'store': _store(config)})}")
     except urllib.error.HTTPError as e:
         if e.code == 404:
             return None
@@ -110,9 +179,11 @@ def endpoint_url(config: Config) -> str:
     return f"{'https' if prometheus.tls else 'http'}://{prometheus.endpoint}"
 
 
-def _get(config: Config, path: str) -> Any:
+def _request(config: Config, path: str, body: bytes | None = None) -> Any:
+    """GET `path`, or POST `body` as JSON to it, with the configured token; the reply's JSON."""
     prometheus = config.exporters.prometheus
-    request = urllib.request.Request(endpoint_url(config) + path)
+    request = urllib.request.Request(endpoint_url(config) + path, data=body,
+                                     headers={"Content-Type": "application/json"} if body is not None else {})
     auth = prometheus.auth
     if auth is not None:
         token = auth.token.get_secret_value() if auth.token is not None else \

@@ -65,6 +65,7 @@ class Service:
                                              api={recent.PATH: self.recent.answer},
                                              views={trace_page.PATH: self._trace_page},
                                              queries={remote.TOP_PATH: self._query, remote.RUN_PATH: self._query},
+                                             posts={remote.REVIEWS_PATH: self._review},
                                              watched_modes=((watched.code, watched.category),))
         self.webhooks = WebhookNotifier(config.exporters.webhooks, self.prometheus.registry) \
             if config.exporters.webhooks else None
@@ -75,6 +76,8 @@ class Service:
         store = config.exporters.store
         self._answers = remote.answers(self.store.engine, store.database, store.steps,
                                        store.path if store.engine == "chdb" else None) if self.store else {}
+        self._take_review = remote.take_review(self.store.engine, store.database,
+                                               store.path if store.engine == "chdb" else None) if self.store else None
         self._trace_view = trace_page.view(self.store.engine, config.exporters.store.database,
                                            config.exporters.store.steps, config.dashboards.trace_url) \
             if self.store is not None else None
@@ -140,6 +143,16 @@ class Service:
                     log.warning("cannot answer %s from the store (%s)", path, e)
                     return 503, {"error": f"the store cannot be read now: {e}"}
         return 404, {"error": "this mastwatch keeps no store (exporters.store.enabled is false)"}
+
+    def _review(self, path: str, query: Mapping[str, str], data: bytes) -> tuple[int, Any]:
+        """POST /v1/reviews: what `mastwatch review` sends while this process holds the store."""
+        if self._take_review is None:
+            return 404, {"error": "this mastwatch keeps no store (exporters.store.enabled is false)"}
+        try:
+            return self._take_review(path, query, data)
+        except Exception as e:  # the store not reachable
+            log.warning("cannot write a review to the store (%s)", e)
+            return 503, {"error": f"the store cannot be written now: {e}"}
 
     def start(self) -> None:
         gc.set_threshold(*GC_THRESHOLDS)

@@ -125,15 +125,24 @@ def format_run(stored: StoredRun) -> str:
                 lines.append(f"{INDENT * 2}evidence: {' '.join(f['evidence'])}")
     else:
         lines.append("findings: none")
+    if stored.reviews:
+        lines.append("")
+        lines.append("reviews (the latest per mode):")
+        lines.extend(f"{INDENT}{review_line(r)}" for r in stored.reviews)
     return "\n".join(lines)
+
+
+def review_line(review: dict[str, Any]) -> str:
+    """'FM-3.3 dismissed by ana, 2026-05-01 12:00:00.000 UTC: the check passed'."""
+    by = f" by {review['reviewer']}" if review["reviewer"] else ""
+    note = f": {review['note']}" if review["note"] else ""
+    return f"{review['failure_mode']} {review['verdict']}{by}, {when(review['reviewed_ns'])}{note}"
 
 
 def load(config: Config, text: str, command: str) -> tuple[int, StoredRun | None]:
     """The run `text` names from the configured store: (0, the run), or (exit status, None) after one line on
     stderr saying what is wrong."""
     from mastwatch import remote
-    from mastwatch.exporter.store import open_engine
-    from mastwatch.exporter.store.chdb_engine import StoreInUse
 
     try:
         trace_id = trace_id_of(text)
@@ -141,25 +150,11 @@ def load(config: Config, text: str, command: str) -> tuple[int, StoredRun | None
         print(f"mastwatch {command}: {e}", file=sys.stderr)
         return 2, None
     store = config.exporters.store
-    try:
-        engine = open_engine(store, create=False)
-    except StoreInUse as e:  # a running server holds the directory: it answers
-        try:
-            stored = remote.ask_run(config, trace_id)
-        except OSError as unreachable:
-            print(f"mastwatch {command}: {remote.held_and_unreachable(e, unreachable)}", file=sys.stderr)
-            return 1, None
-    except OSError as e:  # no store there
-        print(f"mastwatch {command}: {e}", file=sys.stderr)
-        return 1, None
-    else:
-        try:
-            stored = stored_run(engine, store.database, trace_id, store.steps)
-        except Exception as e:
-            print(f"mastwatch {command}: query failed: {e}", file=sys.stderr)
-            return 1, None
-        finally:
-            engine.close()
+    status, stored = remote.on_store(config, command, lambda engine: stored_run(engine, store.database, trace_id,
+                                                                                store.steps),
+                                     lambda: remote.ask_run(config, trace_id))
+    if status:
+        return status, None
     if stored is None:
         where = store.path if store.engine == "chdb" else f"database {store.database}"
         print(f"mastwatch {command}: trace {trace_id} is not in the store ({where})", file=sys.stderr)

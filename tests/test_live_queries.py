@@ -207,11 +207,19 @@ def test_every_rule_loads_and_evaluates(live: Live) -> None:
 
 def test_every_clickhouse_panel_query_runs_on_the_store(live: Live) -> None:
     targets = list(_targets(CLICKHOUSE))
-    assert len(targets) == 28
+    assert len(targets) == 30
     live.service.store.flush()
+    from mastwatch.exporter.store.reviews import Review, add_review
+
+    (looping,) = live.sql("SELECT trace_id FROM mastwatch.mast_findings WHERE failure_mode = 'FM-1.3' LIMIT 1", {})
+    add_review(live.service.store.engine, "mastwatch", Review(looping["trace_id"], "FM-1.3", "dismissed", "sre",
+                                                              "a poll"))
     for uid, panel, target in targets:
         rows = live.sql(target["rawSql"], VARIABLES[uid])
         assert rows or panel["title"] in STORE_MAY_BE_EMPTY, (uid, panel["title"])
+        if panel["title"] == "Reviews by mode (store)" and uid == "mastwatch-failure-modes":
+            assert {(r["failure_mode"], r["dismissed"], r["latest_dismissal"]) for r in rows if r["reviewed"]} == {
+                ("FM-1.3", 1, "a poll")}
         if panel["title"] == "Findings by mode" and uid == "mastwatch-failure-modes":  # what SREs page on
             assert {"FM-1.3", "FM-1.5", "FM-3.2", "FM-3.3"} <= {r["failure_mode"] for r in rows}
         if target["format"] == 0:  # time series: a time column, a label, a number
@@ -226,7 +234,7 @@ def test_the_report_renders_the_store_panels(live: Live, tmp_path: Path) -> None
     live.service.store.flush()
     now = int(time.time())
     results, chosen = report.run(live.service.store.query, live.config, now - 86400, now)
-    assert len(results) == len(report.panels(live.config)) == 15
+    assert len(results) == len(report.panels(live.config)) == 16
     assert all(rows or panel["title"] in STORE_MAY_BE_EMPTY for _, panel, rows in results)
     # a day asked for, the demo's minute drawn: the range starts at its first run, in buckets of seconds
     assert chosen.end - chosen.start < 600 and chosen.interval_s <= 30
@@ -237,8 +245,9 @@ def test_the_report_renders_the_store_panels(live: Live, tmp_path: Path) -> None
     unpriced += [r for _, panel, rows in results if panel["title"] == "Spend and waste by agent and model (store)"
                  for r in rows if not r["spend_usd"] and r["input_token_count"]]
     assert ("unpriced model" in page) == bool(unpriced)
-    assert page.count("<svg") == 10 and "Costliest looping runs" in page and "Tools repeated most (store)" in page
+    assert page.count("<svg") == 11 and "Costliest looping runs" in page and "Tools repeated most (store)" in page
     assert "Spend and waste by agent and model (store)" in page and "Spend by model (store)" in page
+    assert "Reviews by mode (store)" in page
     assert "final answer claims success" in page  # FM-3.3's latest reason, in the findings by mode
     assert re.search(r"FM-\d\.\d \((content|structure)\): \w", page)  # recent traces: each mode's basis and reason
     assert 'href="http://localhost:16686/trace/' in page and "$__" not in page

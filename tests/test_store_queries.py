@@ -121,7 +121,8 @@ def test_failing_traces_filtered_by_mode_and_time(store) -> None:
 
 
 def test_every_query_has_a_test() -> None:
-    tested = {"spend", "waste", "models", "tools", "failures", "traces", "judge", "signatures"}
+    tested = {"spend", "waste", "models", "tools", "failures", "traces", "judge", "signatures",
+              "reviews"}  # tests/test_reviews.py
     assert set(QUERIES) == tested
 
 
@@ -129,7 +130,7 @@ def test_every_query_renders_for_the_cli_and_returns_rows(store) -> None:
     """The dashboards' queries too: each runs with query parameters, with rows (the dashboards run them with
     Grafana's macros in tests/test_live_queries.py)."""
     every = {name: value for name, value in vars(queries).items() if isinstance(value, Query)}
-    assert len(every) == 17 and set(QUERIES.values()) <= set(every.values())
+    assert len(every) == 18 and set(QUERIES.values()) <= set(every.values())
     for name, query in every.items():
         rows = store.query(PARAMETERS.render(query, "mastwatch"), RANGE.params())
         assert rows or name == "AGENTS_BY_FAILURE_RATE", name  # that one lists agents with 10 runs or more

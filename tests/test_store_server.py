@@ -239,3 +239,22 @@ def test_a_run_reads_back_the_same_from_a_server_as_from_chdb(endpoint, tmp_path
             assert all(isinstance(s["error"], bool) and isinstance(s["started_ns"], int) for s in over_http.steps)
     finally:
         store.shutdown()
+
+
+def test_reviews_are_written_and_read_over_http(endpoint, tmp_path) -> None:
+    """A review's insert (its values as query parameters, the finding's bases as an array) through
+    clickhouse-connect, and `top reviews` reading it back."""
+    from mastwatch.exporter.store.reviews import Review, add_review
+
+    store = server_store(endpoint, tmp_path)
+    try:
+        fill(store)
+        note = "polling, not a loop: it's \\ 'fine'\n"
+        assert add_review(store.engine, "mastwatch", Review(f"{1:032x}", "FM-1.3", "dismissed", "o'neil", note)) == [
+            "judge", "structure"]
+        rows = {r["failure_mode"]: r for r in run(store.engine, "mastwatch", "reviews", Filters(T0, T0 + DAY))}
+        assert (rows["FM-1.3"]["dismissed"], rows["FM-1.3"]["latest_dismissal"]) == (1, note)
+        assert endpoint.query("SELECT reviewer, bases FROM mastwatch.mast_reviews") == [
+            {"reviewer": "o'neil", "bases": ["judge", "structure"]}]
+    finally:
+        store.shutdown()

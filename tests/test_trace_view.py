@@ -6,6 +6,7 @@ the same run as one HTML page; a running server serves it at /traces/{trace_id},
 from __future__ import annotations
 
 import html
+import json
 import re
 import subprocess
 import urllib.error
@@ -260,6 +261,25 @@ def test_the_server_serves_the_trace_page_with_the_metrics_token(start_server) -
     assert get(failing.trace_id, token=None)[0] == 401  # stored data: the token /metrics asks for
     assert get("0" * 31 + "1")[0] == 404
     assert get("not-a-trace")[0] == 400
+    assert f"<code>mastwatch review {failing.trace_id} FM-x.y confirmed|dismissed|missed</code>" in get(
+        failing.trace_id)[1]
+
+    code = sorted(failing.findings)[0]
+
+    def review(token: str | None) -> int:  # `mastwatch review` beside the server: a write, behind the same token
+        body = json.dumps({"trace_id": failing.trace_id, "failure_mode": code, "verdict": "confirmed",
+                           "reviewer": "sre"}).encode()
+        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        try:
+            with urllib.request.urlopen(urllib.request.Request(f"http://{host}:{port}/v1/reviews", body, headers),
+                                        timeout=30) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    assert review(None) == 401 and review("wrong") == 401
+    assert review("t0ken") == 200
+    assert f"Reviewed: {code} confirmed by sre, 20" in get(failing.trace_id)[1]
 
 
 def classify(request: ExportTraceServiceRequest) -> Verdict:

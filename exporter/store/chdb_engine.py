@@ -46,9 +46,10 @@ class ChdbEngine:
         self._lock = threading.Lock()
         self.command("SET output_format_json_quote_64bit_integers = 0")  # numbers read back as numbers
 
-    def command(self, sql: str) -> None:
+    def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        """`params` fill {name:Type} placeholders."""
         with self._lock:
-            self._session.query(sql)
+            self._session.query(sql, params={k: _escaped(v) for k, v in (params or {}).items()})
 
     def insert(self, table: str, columns: Sequence[Column], body: bytes, token: str) -> None:
         """`body`: a Native block of `columns` (records.py), streamed (no SQL parsing of the data), parsed by one

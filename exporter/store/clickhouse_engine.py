@@ -42,8 +42,8 @@ class ClickhouseEngine:
                     autogenerate_session_id=False)  # no session: the writer and readers query at once
             return self._client
 
-    def command(self, sql: str) -> None:
-        self.client.command(sql)
+    def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        self.client.command(sql, parameters=dict(params) if params else None)
 
     def insert(self, table: str, columns: Sequence[Column], body: bytes, token: str) -> None:
         """`body`: a Native block of `columns` (as queued)."""

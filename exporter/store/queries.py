@@ -157,6 +157,26 @@ GROUP BY failure_mode
 ORDER BY judged DESC, failure_mode
 LIMIT {limit}""")
 
+# People's reviews per failure mode (each run's latest review of a mode counts): the runs it was found in, the findings
+# reviewed and the share confirmed, the misses reported and the share of the runs reviewed as showing the mode that it
+# was found in, and the latest dismissal's note. Modes found but not reviewed are listed too: what is left to review.
+REVIEWS = Query("""\
+SELECT failure_mode, found.runs AS found_runs, latest.n_confirmed + latest.n_dismissed AS reviewed,
+       latest.n_confirmed AS confirmed, latest.n_dismissed AS dismissed,
+       round(confirmed / greatest(reviewed, 1), 3) AS confirmed_share, latest.n_missed AS missed,
+       round(confirmed / greatest(confirmed + missed, 1), 3) AS found_share, latest.dismissal AS latest_dismissal
+FROM (SELECT failure_mode, uniqExact(trace_id) AS runs
+      FROM {db}.mast_findings WHERE {rows} AND {modes} GROUP BY failure_mode) AS found
+FULL OUTER JOIN (
+    SELECT failure_mode, countIf(verdict = 'confirmed') AS n_confirmed, countIf(verdict = 'dismissed') AS n_dismissed,
+           countIf(verdict = 'missed') AS n_missed, argMaxIf(why, at, verdict = 'dismissed') AS dismissal
+    FROM (SELECT trace_id, failure_mode, argMax(verdict, reviewed_at) AS verdict, argMax(note, reviewed_at) AS why,
+                 max(reviewed_at) AS at
+          FROM {db}.mast_reviews WHERE {rows} AND {modes} GROUP BY trace_id, failure_mode)
+    GROUP BY failure_mode) AS latest USING failure_mode
+ORDER BY reviewed DESC, missed DESC, found_runs DESC, failure_mode
+LIMIT {limit}""")
+
 # --- repeated-step spend --------------------------------------------------------------------------------------
 
 SPEND_SUMMARY = Query("""\
@@ -280,7 +300,8 @@ ORDER BY runs_in_range DESC, s.last DESC, s.signature
 LIMIT {limit}""")
 
 QUERIES = {"spend": SPEND_BY_MODEL, "waste": WASTE, "models": WASTE_BY_MODEL, "tools": WASTE_BY_TOOL,
-           "failures": FAILURES, "traces": TRACES, "judge": JUDGE_VERDICTS, "signatures": SIGNATURES}
+           "failures": FAILURES, "traces": TRACES, "judge": JUDGE_VERDICTS, "signatures": SIGNATURES,
+           "reviews": REVIEWS}
 
 
 @dataclass(frozen=True)
@@ -413,11 +434,21 @@ ORDER BY model
 LIMIT 1 BY model"""
 
 
+# A run's reviews: the latest per mode.
+RUN_REVIEWS = """\
+SELECT failure_mode, argMax(verdict, reviewed_at) AS verdict, argMax(reviewer, reviewed_at) AS reviewer,
+       argMax(note, reviewed_at) AS note, toUnixTimestamp64Nano(max(reviewed_at)) AS reviewed_ns
+FROM {db}.mast_reviews
+WHERE trace_id = {trace_id:String} AND started_at = fromUnixTimestamp64Nano({since_ns:Int64}, 'UTC')
+GROUP BY failure_mode
+ORDER BY failure_mode"""
+
+
 @dataclass
 class StoredRun:
     """One run as the store holds it: its mast_traces row, its findings (the judge's too) and its steps in start
     order; `no_steps` says why a run has no step rows; `spend`, its calls and USD per model (none for runs stored
-    before schema version 7)."""
+    before schema version 7); `reviews`, people's latest word on each mode reviewed."""
 
     run: dict[str, Any]
     findings: list[dict[str, Any]]
@@ -425,6 +456,7 @@ class StoredRun:
     no_steps: str = ""
     marks: dict[str, list[str]] = field(default_factory=dict)  # span id -> the modes it is evidence of
     spend: list[dict[str, Any]] = field(default_factory=list)
+    reviews: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for f in self.findings:
@@ -462,15 +494,18 @@ def stored_run(engine: Engine, database: str, trace_id: str, steps_setting: str 
         if "mast_model_spend" in tables else []
     for s in spend:
         s["priced"] = bool(s["priced"])
+    reviews = engine.query(RUN_REVIEWS.replace("{db}", database), {**params, "since_ns": int(run["started_ns"])}) \
+        if "mast_reviews" in tables else []
     if "mast_steps" not in tables:
         return StoredRun(run, findings, [], "this store has no table of steps yet: a mastwatch serve of schema "
                          f"version {STEPS_VERSION} or later adds it, and keeps the steps of the runs stored then on",
-                         spend=spend)
+                         spend=spend, reviews=reviews)
     steps = engine.query(RUN_STEPS.replace("{db}", database), {**params, "since_ns": int(run["started_ns"]),
                                                            "until_ns": int(run["ended_ns"])})
     for s in steps:
         s["error"] = bool(s["error"])
-    return StoredRun(run, findings, steps, "" if steps else _why_no_steps(findings, steps_setting), spend=spend)
+    return StoredRun(run, findings, steps, "" if steps else _why_no_steps(findings, steps_setting), spend=spend,
+                     reviews=reviews)
 
 
 def _why_no_steps(findings: list[dict[str, Any]], steps_setting: str) -> str:

@@ -1,6 +1,6 @@
-"""ClickHouse tables of verdicts, findings, repeated steps, the judge's assessments, the steps of runs and their spend
-per model, their versioned migrations, and the DDL for one server (MergeTree) or a cluster (ReplicatedMergeTree plus
-Distributed tables).
+"""ClickHouse tables of verdicts, findings, repeated steps, the judge's assessments, the steps of runs, their spend
+per model and people's reviews of findings, their versioned migrations, and the DDL for one server (MergeTree) or a
+cluster (ReplicatedMergeTree plus Distributed tables).
 
 Trace ids are lowercase hex, as in the `otel_traces` table of the OpenTelemetry Collector's ClickHouse
 exporter (TraceId), so the two join. Every table is partitioned by day and ordered for the dashboards'
@@ -31,6 +31,7 @@ JUDGEMENTS = "mast_judgements"
 SIGNATURES = "mast_signatures"
 STEPS = "mast_steps"
 MODEL_SPEND = "mast_model_spend"
+REVIEWS = "mast_reviews"
 MIGRATIONS_TABLE = "mast_schema_migrations"
 
 # Blocks whose deduplication tokens a plain MergeTree remembers: a retried batch with the same token is
@@ -183,6 +184,21 @@ TABLES = {t.name: t for t in (
         wasted_input_tokens UInt64 CODEC(T64, ZSTD(1)),
         wasted_output_tokens UInt64 CODEC(T64, ZSTD(1)),
         wasted_cost_usd Float64 CODEC(Gorilla, ZSTD(1))"""), "(service, agent, model, started_at)"),
+    # One row per review: a person's word on a run's finding (confirmed, dismissed) or on a mode the run shows that
+    # nothing found (missed), with the run's service, agent and start, and the bases of the finding reviewed. A
+    # later review of the same run and mode replaces an earlier one in the figures (argMax by reviewed_at); the
+    # rows stay, as the history.
+    Table(REVIEWS, _columns(f"""
+        trace_id String CODEC(ZSTD(1)),
+        service LowCardinality(String),
+        agent LowCardinality(String),
+        started_at {TIME},
+        failure_mode LowCardinality(String),
+        verdict LowCardinality(String),
+        bases Array(LowCardinality(String)),
+        reviewer LowCardinality(String),
+        reviewed_at DateTime64(9, 'UTC'),
+        note String CODEC(ZSTD(3))"""), "(failure_mode, service, agent, started_at)"),
 )}
 COLUMNS = {name: t.column_names for name, t in TABLES.items()}
 
@@ -295,6 +311,7 @@ MIGRATIONS = (
     Migration(5, "failure signatures", _signatures),
     Migration(6, "the steps of runs", lambda layout: create_table(TABLES[STEPS], layout)),
     Migration(7, "spend per run and model", lambda layout: create_table(TABLES[MODEL_SPEND], layout)),
+    Migration(8, "reviews of findings", lambda layout: create_table(TABLES[REVIEWS], layout)),
 )
 VERSION = MIGRATIONS[-1].version
 

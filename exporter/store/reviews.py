@@ -1,0 +1,114 @@
+"""Reviews: a person's word on a stored run's finding (`confirmed`, `dismissed`) or on a mode the run shows that
+nothing found (`missed`), written to mast_reviews. They measure the classifier on the runs it meets, not on a
+corpus: the share of reviewed findings confirmed per mode, and the misses people report beside them
+(`mastwatch top reviews`, the failure-modes dashboard).
+
+A review names its run and mode; the run's service, agent and start are copied from its mast_traces row by the
+insert itself, so review rows filter and expire as the other tables' do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mastwatch.collector.model.modes import MODES
+
+from .engine import Engine
+from .queries import TableMissing, store_tables, trace_id_of
+from .schema import REVIEWS, TABLES
+
+VERDICTS = ("confirmed", "dismissed", "missed")
+MAX_NOTE = 2000  # characters: a line or two on why, not a report
+MAX_REVIEWER = 100
+
+
+class ReviewRefused(ValueError):
+    """The review does not fit the run: no such run, or a verdict that contradicts its findings."""
+
+
+@dataclass(frozen=True)
+class Review:
+    trace_id: str
+    failure_mode: str
+    verdict: str
+    reviewer: str = ""
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        """ValueError naming what is wrong; the trace id and mode are normalised (hex lowercase, FM-x.y)."""
+        object.__setattr__(self, "trace_id", trace_id_of(self.trace_id))
+        code = self.failure_mode.strip().upper()
+        if code not in MODES:
+            raise ValueError(f"{self.failure_mode!r} is not a MAST failure mode (FM-1.1 to FM-1.5, FM-2.1 to FM-2.6, "
+                             "FM-3.1 to FM-3.3)")
+        object.__setattr__(self, "failure_mode", code)
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"{self.verdict!r} is not a verdict: one of {', '.join(VERDICTS)}")
+        if len(self.note) > MAX_NOTE:
+            raise ValueError(f"the note has {len(self.note):,} characters; at most {MAX_NOTE:,}")
+        if len(self.reviewer) > MAX_REVIEWER:
+            raise ValueError(f"the reviewer's name has {len(self.reviewer)} characters; at most {MAX_REVIEWER}")
+
+    @classmethod
+    def from_json(cls, body: Any) -> Review:
+        """From a JSON object with trace_id, failure_mode, verdict and optionally reviewer and note (ValueError)."""
+        if not isinstance(body, dict):
+            raise ValueError("the body must be a JSON object with trace_id, failure_mode and verdict")
+        fields = {"trace_id", "failure_mode", "verdict", "reviewer", "note"}
+        unknown = sorted(set(body) - fields)
+        if unknown:
+            raise ValueError(f"unknown field {', '.join(unknown)}; fields: {', '.join(sorted(fields))}")
+        missing = [f for f in ("trace_id", "failure_mode", "verdict") if f not in body]
+        if missing:
+            raise ValueError(f"missing field {', '.join(missing)}")
+        if not all(isinstance(v, str) for v in body.values()):
+            raise ValueError("every field is a string")
+        return cls(**body)
+
+
+INSERT = f"""\
+INSERT INTO {{db}}.{REVIEWS} ({', '.join(TABLES[REVIEWS].column_names)})
+SELECT trace_id, service, agent, started_at, {{mode:String}}, {{verdict:String}}, {{bases:Array(String)}},
+       {{reviewer:String}}, now64(9), {{note:String}}
+FROM {{db}}.mast_traces
+WHERE trace_id = {{trace_id:String}}
+ORDER BY started_at
+LIMIT 1"""
+
+RUN_MODES = """\
+SELECT (SELECT count() FROM {db}.mast_traces WHERE trace_id = {trace_id:String}) AS runs,
+       groupArray(concat(failure_mode, ' ', basis)) AS found
+FROM {db}.mast_findings
+WHERE trace_id = {trace_id:String}"""
+
+
+def add_review(engine: Engine, database: str, review: Review) -> list[str]:
+    """Write `review`; returns the bases of the finding reviewed (none for a miss). TableMissing: a store not
+    upgraded yet; ReviewRefused: no such run, or the verdict contradicts its findings."""
+    if REVIEWS not in store_tables(engine, database):
+        raise TableMissing(f"the store has no table {REVIEWS} yet: start this version's `mastwatch serve` (or demo) "
+                           "on it once to upgrade it")
+    params = {"trace_id": review.trace_id}
+    row = engine.query(RUN_MODES.replace("{db}", database), params)[0]
+    if not int(row["runs"]):
+        raise ReviewRefused(f"trace {review.trace_id} is not in the store")
+    found: dict[str, list[str]] = {}
+    for pair in row["found"]:
+        mode, _, basis = pair.partition(" ")
+        found.setdefault(mode, [])
+        if basis not in found[mode]:
+            found[mode].append(basis)
+    code = review.failure_mode
+    if review.verdict == "missed" and code in found:
+        raise ReviewRefused(f"trace {review.trace_id} has an {code} finding: confirm or dismiss it rather than "
+                            "report it missed")
+    if review.verdict != "missed" and code not in found:
+        shown = ", ".join(sorted(found)) or "none"
+        raise ReviewRefused(f"trace {review.trace_id} has no {code} finding to be {review.verdict} (its findings: "
+                            f"{shown}); a mode the run shows that nothing found is reviewed as missed")
+    bases = sorted(found.get(code, []))
+    engine.command(INSERT.replace("{db}", database), {
+        **params, "mode": code, "verdict": review.verdict, "bases": bases, "reviewer": review.reviewer,
+        "note": review.note})
+    return bases
