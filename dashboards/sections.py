@@ -10,6 +10,7 @@ from mastwatch.exporter.store.queries import Dialect
 
 from .panels import (
     Grid,
+    PromTarget,
     bargauge,
     override,
     prom,
@@ -248,6 +249,7 @@ def calls(grid: Grid, sel: str, model_sel: str) -> None:
     grid.add(timeseries("Mean model call time by model", "Seconds per model call, by model.",
                         [prom(f'{_rate("mast_model_call_seconds_total", msel, "model")}\n/ '
                               f'{_rate("mast_model_calls_total", msel, "model")}', "{{model}}")], "s"), 12, 8)
+    per_run(grid, sel)
     called, failed = _range(tools, sel, "tool"), _range(errors, sel, "tool")
     grid.add(table("Tools in the time range", "Per tool: calls, failed calls and their share, mean seconds per "
                    "call, and calls that repeated a completed step (FM-1.3).", [
@@ -263,6 +265,26 @@ def calls(grid: Grid, sel: str, model_sel: str) -> None:
                               override("failed share", unit="percentunit", decimals=1),
                               override("mean seconds", unit="s", decimals=3),
                               override("repeated", unit="short", decimals=0)], sort_by="calls"), 24, 8)
+
+
+def _quantiles(metric: str, sel: str, what: str, refs: str = "AB") -> list[PromTarget]:
+    """The median and 95th percentile of a per-run distribution over time."""
+    return [prom(f"histogram_quantile({q}, sum by (le) (rate({metric}_bucket{{{sel}}}[$__rate_interval])))",
+                 f"{what} p{round(q * 100)}", ref=ref) for q, ref in zip((0.5, 0.95), refs, strict=True)]
+
+
+def per_run(grid: Grid, sel: str) -> None:
+    """How long runs go: calls, duration and cost per run (all the agent's runs, whatever models they called)."""
+    grid.add(timeseries("Calls per run", "Median and 95th percentile of model calls and tool calls per run, as the "
+                        "GenAI conventions' gen_ai.invoke_agent.inference_calls and tool_calls count them. A rising "
+                        "p95 is runs going round longer before they end.",
+                        _quantiles("mast_run_model_calls", sel, "model calls")
+                        + _quantiles("mast_run_tool_calls", sel, "tool calls", "CD"), "short"), 8, 8)
+    grid.add(timeseries("Run duration", "Median and 95th percentile of a run's duration, from its first span's start "
+                        "to its last span's end.", _quantiles("mast_run_duration_seconds", sel, "duration"), "s"),
+             8, 8)
+    grid.add(timeseries("Cost per run", "Median and 95th percentile of a run's inference spend (runs whose every "
+                        "model has a price).", _quantiles("mast_run_cost_usd", sel, "cost"), "currencyUSD"), 8, 8)
 
 
 def _legend(by: str) -> str:

@@ -64,6 +64,8 @@ class Totals:
     set whose span-derived labels are all `other` (`on_overflow("series")` each time): one such set per value of the
     other labels (a token type, a failure mode), on top of `max_series`."""
 
+    width = 1  # numbers in a label set's cell
+
     def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...], registry: Any,
                  max_series: int = 0, on_overflow: Callable[[str], Any] | None = None) -> None:
         self.name, self.documentation, self.labelnames = name, documentation, labelnames
@@ -90,7 +92,7 @@ class Totals:
                     return cell
             else:
                 self._kept += 1
-            cell = self.values[labels] = [0.0]
+            cell = self.values[labels] = [0.0] * self.width
         return cell
 
     def get(self, *labels: str) -> float:
@@ -104,6 +106,41 @@ class Totals:
         family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
         for labels, cell in list(self.values.items()):
             family.add_metric(labels, cell[0])
+        return [family]
+
+
+class Distribution(Totals):
+    """A histogram family by label set (a prometheus-client collector): a cell holds the count of each bucket (the
+    last: above every bound), then the sum."""
+
+    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...], buckets: tuple[float, ...],
+                 registry: Any, max_series: int = 0, on_overflow: Callable[[str], Any] | None = None) -> None:
+        self.bounds = buckets
+        self.width = len(buckets) + 2
+        super().__init__(name, documentation, labelnames, registry, max_series, on_overflow)
+
+    def observe(self, cell: list[float], value: float) -> None:
+        i = 0
+        for bound in self.bounds:  # bisect_left over a dozen bounds, without a call through Python
+            if bound >= value:
+                break
+            i += 1
+        cell[i] += 1
+        cell[-1] += value
+
+    def describe(self) -> list[HistogramMetricFamily]:  # type: ignore[override]
+        return [HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)]
+
+    def collect(self) -> list[HistogramMetricFamily]:  # type: ignore[override]
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for labels, cell in list(self.values.items()):
+            counts = list(cell)
+            buckets: list[tuple[str, float]] = []
+            cumulative = 0.0
+            for bound, n in zip((*self.bounds, float("inf")), counts[:-1], strict=True):
+                cumulative += n
+                buckets.append((floatToGoString(bound), cumulative))
+            family.add_metric(list(labels), buckets, counts[-1])
         return [family]
 
 
@@ -153,6 +190,9 @@ class Completions:
         self.latency.observe(seconds)
 
 
+CALL_BUCKETS: Final = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
+DURATION_BUCKETS: Final = (0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6)
+COST_BUCKETS: Final = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 MAX_KEPT: Final = 10_000  # (service, agent) pairs and their cells kept at most (span-derived values: bounded)
 
 
@@ -169,6 +209,7 @@ class AgentCells:
         self.cost: dict[str, list[float]] = {}  # by the verdict's model
         self.models: dict[str, CallCells] = {}  # model calls, by the step's model, as given
         self.tools: dict[str, CallCells] = {}  # tool calls, by the step's tool, as given
+        self.runs: list[list[float]] | None = None  # the run distributions' cells, in MastSeries.runs' order
         self.replaced_models: set[str] | None = None  # the models whose label became `other` (made at the first)
 
 
@@ -217,6 +258,19 @@ class MastSeries:
         self.tool_errors = totals("mast_tool_call_errors", "Tool calls that failed (the span's status is error, or it "
                                   "records an error type)", ("service", "agent", "tool"))
         self.tool_seconds = totals("mast_tool_call_seconds", "Time spent in tool calls", ("service", "agent", "tool"))
+
+        def distribution(name: str, documentation: str, buckets: tuple[float, ...]) -> Distribution:
+            return Distribution(name, documentation, ("service", "agent"), buckets, r, max_series, limit.overflowed)
+
+        # per run, as the GenAI conventions' gen_ai.invoke_agent.inference_calls, .tool_calls and
+        # gen_ai.invocation.duration would give them where instrumentations emit them (and with their buckets)
+        self.run_model_calls = distribution("mast_run_model_calls", "Model (inference) calls per run", CALL_BUCKETS)
+        self.run_tool_calls = distribution("mast_run_tool_calls", "Tool calls per run", CALL_BUCKETS)
+        self.run_seconds = distribution("mast_run_duration_seconds", "Run duration, first span start to last span end",
+                                        DURATION_BUCKETS)
+        self.run_cost = distribution("mast_run_cost_usd", "Inference spend per run, USD (runs whose every model has a "
+                                     "price)", COST_BUCKETS)
+        self.runs = (self.run_model_calls, self.run_tool_calls, self.run_seconds, self.run_cost)
         self._cells: dict[str, dict[str, AgentCells]] = {}  # service -> agent -> cells (as given, not limited)
         self._kept = 0  # pairs and their cells
 
@@ -265,6 +319,20 @@ class MastSeries:
         for model, usd in verdict.cost.items():
             self._model_cell(cells, cells.cost, model, model, self.cost, None)[0] += usd
         self._count_calls(cells, verdict)
+        self._observe_run(cells, verdict)
+
+    def _observe_run(self, cells: AgentCells, verdict: Verdict) -> None:
+        """The run's calls, duration and (when every model it called has a price) cost, in the distributions."""
+        runs = cells.runs
+        if runs is None:
+            key = (cells.service, cells.agent)
+            runs = cells.runs = [distribution.cell(key) for distribution in self.runs]
+        self.run_model_calls.observe(runs[0], verdict.llm_calls)
+        self.run_tool_calls.observe(runs[1], verdict.tool_calls)
+        self.run_seconds.observe(runs[2], max(verdict.ended_at_ns - verdict.started_at_ns, 0) / 1e9)
+        cost = verdict.cost
+        if len(cost) == len(verdict.model_calls):  # an unpriced model's calls are absent from cost
+            self.run_cost.observe(runs[3], verdict.cost_usd)
 
     def _count_calls(self, cells: AgentCells, verdict: Verdict) -> None:
         """Model and tool calls of the run, with their time, by model (as the verdict counted them) and by tool."""

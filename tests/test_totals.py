@@ -157,3 +157,31 @@ def test_calls_by_tool_and_model_count_failures_from_zero_and_limit_their_labels
     assert samples(registry, "mast_model_calls_total") == {("svc", "a", "m1"): 2}
     assert samples(registry, "mast_model_call_seconds_total") == {("svc", "a", "m1"): 4.0}
     assert replaced["tool"] == 1  # t3, past the limit of two tools
+
+
+def test_each_run_is_observed_in_the_per_run_distributions() -> None:
+    """Model and tool calls, duration and cost per run, per service and agent, with the GenAI conventions' buckets;
+    a run calling a model without a price is left out of the cost distribution (its 0 USD is not free)."""
+    mast, _, registry = series(limit=10)
+    priced = Verdict("0" * 32, "svc", "bot", ["m"], 0, 2_500_000_000, 9, 3, 5, 10, 10, 0.02, {}, Waste(),
+                     cost={"m": 0.02}, model_calls={"m": (3, 1.0)})
+    unpriced = Verdict("0" * 32, "svc", "bot", ["m", "ft"], 0, 500_000_000, 40, 20, 20, 10, 10, 0.02, {}, Waste(),
+                       cost={"m": 0.02}, model_calls={"m": (1, 0.1), "ft": (19, 2.0)})
+    for v in (priced, unpriced):
+        mast.export_verdict(v, NO_INCREMENT)
+    s = _samples(registry)
+
+    def bucket(name: str, le: str) -> float:
+        return s[(f"{name}_bucket", (("agent", "bot"), ("le", le), ("service", "svc")))]
+
+    def count(name: str) -> tuple[float, float]:
+        labels = (("agent", "bot"), ("service", "svc"))
+        return s[(f"{name}_count", labels)], s[(f"{name}_sum", labels)]
+
+    assert [bucket("mast_run_model_calls", le) for le in ("2.0", "4.0", "16.0", "32.0", "+Inf")] == [0, 1, 1, 2, 2]
+    assert count("mast_run_model_calls") == (2, 23)
+    assert [bucket("mast_run_tool_calls", le) for le in ("4.0", "8.0", "16.0", "32.0")] == [0, 1, 1, 2]
+    assert [bucket("mast_run_duration_seconds", le) for le in ("0.4", "0.8", "1.6", "3.2")] == [0, 1, 1, 2]
+    assert count("mast_run_duration_seconds") == (2, 3.0)
+    assert [bucket("mast_run_cost_usd", le) for le in ("0.01", "0.03", "+Inf")] == [0, 1, 1]
+    assert count("mast_run_cost_usd") == (1, 0.02)
