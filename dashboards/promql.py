@@ -3,7 +3,7 @@ an alert evaluates."""
 
 from __future__ import annotations
 
-from .settings import RisingModeRule
+from .settings import RisingModeRule, RunLengthRule
 
 
 def duration(seconds: float) -> str:
@@ -60,3 +60,11 @@ def mode_baseline(rule: RisingModeRule, extra: str = "", by: str = AGENT) -> str
 
 def mode_runs(rule: RisingModeRule, extra: str = "", by: str = AGENT) -> str:
     return f"sum by ({by}) ({growth(f'mast_traces_total{_braces(extra)}', duration(rule.window))})"
+
+
+def run_calls_quantile(rule: RunLengthRule, by: str = AGENT, baseline: bool = False) -> str:
+    """The rule's quantile of model calls per run, per agent, over its window (or over its baseline before it)."""
+    bucket, window = "mast_run_model_calls_bucket", duration(rule.window)
+    grown = growth(bucket, duration(rule.baseline), window, duration(rule.baseline + rule.window)) if baseline \
+        else growth(bucket, window)
+    return f"histogram_quantile({rule.quantile:g}, sum by ({by}, le) ({grown}))"

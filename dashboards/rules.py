@@ -14,7 +14,7 @@ import yaml
 from mastwatch.collector.model.modes import MODES
 from mastwatch.config import Config
 
-from .promql import duration, group, growth, mode_baseline, mode_ratio, mode_runs
+from .promql import duration, group, growth, mode_baseline, mode_ratio, mode_runs, run_calls_quantile
 
 FILENAME = "mastwatch-rules.yaml"
 PROMETHEUS_RULE = "mastwatch-prometheusrule.yaml"
@@ -36,7 +36,7 @@ def _alert(config: Config, name: str, expr: str, hold: float, severity: str, sum
 def recording(config: Config) -> list[dict[str, Any]]:
     """Rates per agent, per deployment: the topology labels (cluster, namespace, job) are kept, so that two
     deployments running the same agent are told apart; where the scrape adds none, they group nothing."""
-    rising, spend = config.rules.rising, config.rules.wasted_spend
+    rising, spend, length = config.rules.rising, config.rules.wasted_spend, config.rules.run_length
     code = rising.failure_mode.replace("-", "").replace(".", "").lower()  # FM-3.3 -> fm33
     w, sw = duration(rising.window), duration(spend.window)
     topology = config.dashboards.topology_labels
@@ -65,6 +65,10 @@ def recording(config: Config) -> list[dict[str, Any]]:
         {"record": f"service_agent:mast_{code}_traces:ratio_increase{w}", "expr": mode_ratio(rising, by=per_agent)},
         {"record": f"service_agent:mast_{code}_traces:ratio_baseline{duration(rising.baseline)}",
          "expr": mode_baseline(rising, by=per_agent)},
+        {"record": run_length_series(config, "current"), "expr": run_calls_quantile(length, per_agent)},
+        {"record": run_length_series(config, "baseline"), "expr": run_calls_quantile(length, per_agent, baseline=True)},
+        {"record": run_length_series(config, "runs"),
+         "expr": f"sum by ({per_agent}) ({growth('mast_run_model_calls_count', duration(length.window))})"},
         {"record": f"agent:mast_wasted_cost_usd:increase{sw}",
          "expr": f"sum by ({spender}) ({growth('mast_wasted_cost_usd_total', sw)})"},
     ]
@@ -73,8 +77,19 @@ def recording(config: Config) -> list[dict[str, Any]]:
     return rules
 
 
+def run_length_series(config: Config, which: str) -> str:
+    """The recorded series of rules.run_length: its quantile over the window (`current`), over the baseline before
+    it (`baseline`), or the runs in the window (`runs`)."""
+    rule = config.rules.run_length
+    q, w = f"p{rule.quantile * 100:g}".replace(".", "_"), duration(rule.window)
+    return {"current": f"service_agent:mast_run_model_calls:{q}_{w}",
+            "baseline": f"service_agent:mast_run_model_calls:{q}_baseline{duration(rule.baseline)}",
+            "runs": f"service_agent:mast_run_model_calls:count_increase{w}"}[which]
+
+
 def alerts(config: Config) -> list[dict[str, Any]]:
     rising, spend, health = config.rules.rising, config.rules.wasted_spend, config.rules.health
+    length = config.rules.run_length
     topology = config.dashboards.topology_labels
     nw = duration(config.rules.new_signature.window)
     mode = MODES[rising.failure_mode]
@@ -95,6 +110,15 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                f"{mode.code} {mode.name}, more than {rising.factor:g}x its rate over the {base} before and at least "
                f"{rising.min_rate:.0%}, with at least {rising.min_traces} runs.",
                {"failure_mode": mode.code}, rising.keep_firing_for),
+        _alert(config, "MastRunsGettingLonger",
+               f"{run_length_series(config, 'current')}\n> {length.factor:g} * {run_length_series(config, 'baseline')}"
+               f"\nand {run_length_series(config, 'runs')} >= {length.min_runs}", length.hold, length.severity,
+               "Runs of {{ $labels.agent }} ({{ $labels.service }}) take more model calls",
+               f"The {length.quantile:.0%} quantile of model calls per run of {{{{ $labels.agent }}}} over the last "
+               f"{duration(length.window)} is {{{{ $value | printf \"%.0f\" }}}}, more than {length.factor:g}x its own "
+               f"over the {duration(length.baseline)} before, with at least {length.min_runs} runs: its runs go round "
+               "longer before they end (a loop, a failing tool, a changed prompt or model), whether or not a "
+               "detector names it."),
         _alert(config, "MastRepeatedStepSpendOverBudget",
                f"{spent}\n> on (agent) group_left ()\n(agent:mast_wasted_cost_usd:budget{sw} "
                f"or on (agent) (max by (agent) (0 * {spent}) + {spend.budget_usd:g}))",

@@ -87,6 +87,21 @@ class RisingModeRule(BaseModel):
         return value
 
 
+class RunLengthRule(BaseModel):
+    """An agent's runs taking more model calls than its own runs did before: a loop or a detour, named by a detector
+    or not."""
+
+    model_config = ConfigDict(extra="forbid")
+    window: Duration = Field(1800.0, ge=60, description="the current runs are those ended within this window")
+    baseline: Duration = Field(86400.0, ge=3600, description="the baseline: the window before the current one")
+    quantile: float = Field(0.95, gt=0, lt=1, description="the quantile of model calls per run compared")
+    factor: float = Field(2.0, gt=1, description="fire when the current quantile exceeds the baseline's by this "
+                          "factor")
+    min_runs: int = Field(50, ge=1, description="and the agent ran at least this many times in the window")
+    hold: Duration = Field(900.0, ge=0, description="for this long (the rule's `for`)")
+    severity: Literal["info", "warning", "critical"] = Field("warning", description="the alert's `severity` label")
+
+
 class WastedSpendRule(BaseModel):
     model_config = ConfigDict(extra="forbid")
     window: Duration = Field(3600.0, ge=60, description="spend is summed over this window")
@@ -118,6 +133,7 @@ class RulesConfig(BaseModel):
                              description="each alert's runbook link, absolute; {anchor} is the alert's name in lower "
                              "case. mastwatch serves the runbooks at /runbooks on its metrics port")
     rising: RisingModeRule = RisingModeRule()
+    run_length: RunLengthRule = RunLengthRule()
     wasted_spend: WastedSpendRule = WastedSpendRule()
     new_signature: NewSignatureRule = NewSignatureRule()
     health: HealthRules = HealthRules()
