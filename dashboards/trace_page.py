@@ -11,8 +11,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from mastwatch.collector.model.modes import MODES
 from mastwatch.exporter.store.engine import Engine
 from mastwatch.exporter.store.queries import StoredRun, stored_run, trace_id_of
+from mastwatch.exporter.store.reviews import MAX_NOTE, MAX_REVIEWER, REVIEWS_PATH
 from mastwatch.show import fingerprint, header, previews, review_line, seconds, step_label, tokens, usd
 
 log = logging.getLogger(__name__)
@@ -36,6 +38,8 @@ word-break:break-all;margin-top:2px} .code{font-family:monospace;font-weight:bol
 td.model{max-width:13em;white-space:nowrap;overflow:hidden;text-overflow:ellipsis} td.marks{min-width:14em}
 td.step{min-width:18em}
 .name{color:#555}
+form.review{margin:.4em 0 0;display:flex;flex-wrap:wrap;gap:.4em;align-items:center;font-size:.9em}
+form.review input[name=note]{flex:1;min-width:14em} form.review input[name=reviewer]{width:9em}
 """
 
 
@@ -107,12 +111,32 @@ def _steps_table(stored: StoredRun) -> str:
     return f"<table>{''.join(rows)}</table>"
 
 
-def _findings(stored: StoredRun) -> str:
+def _review_form(trace_id: str, modes: list[str], buttons: tuple[tuple[str, str], ...]) -> str:
+    """A form posting a review to /v1/reviews on this page's origin: one mode (hidden), or a choice of `modes`."""
+    if len(modes) == 1:
+        mode = f'<input type="hidden" name="failure_mode" value="{_e(modes[0])}">'
+    else:
+        mode = ('<select name="failure_mode" aria-label="failure mode">'
+                + "".join(f'<option value="{_e(m)}">{_e(m)} {_e(MODES[m].name)}</option>' for m in modes) + "</select>")
+    return (f'<form class="review" method="post" action="{REVIEWS_PATH}"><input type="hidden" name="trace_id" '
+            f'value="{_e(trace_id)}">{mode}<input name="note" maxlength="{MAX_NOTE}" placeholder="why (optional)" '
+            f'aria-label="why"><input name="reviewer" maxlength="{MAX_REVIEWER}" placeholder="your name" '
+            'aria-label="your name">'
+            + "".join(f'<button name="verdict" value="{v}">{label}</button>' for v, label in buttons) + "</form>")
+
+
+def _findings(stored: StoredRun, forms: bool = False) -> str:
     reviews = {r["failure_mode"]: r for r in stored.reviews}
     missed = "".join(f'<p class="note">Reviewed: {_e(review_line(r))}</p>' for r in stored.reviews
                      if r["verdict"] == "missed")
-    hint = (f'<p class="note">Right or wrong? <code>mastwatch review {_e(stored.run["trace_id"])} FM-x.y '
-            "confirmed|dismissed|missed</code></p>")
+    trace_id = stored.run["trace_id"]
+    if forms:
+        found = {f["failure_mode"] for f in stored.findings}
+        hint = ("<p>Did it miss a mode this run shows?</p>"
+                + _review_form(trace_id, [m for m in MODES if m not in found], (("missed", "Report missed"),)))
+    else:
+        hint = (f'<p class="note">Right or wrong? <code>mastwatch review {_e(trace_id)} FM-x.y '
+                "confirmed|dismissed|missed</code></p>")
     if not stored.findings:
         return f'<p class="note">No finding.</p>{missed}{hint}'
     steps = {s["span_id"] for s in stored.steps}
@@ -126,13 +150,16 @@ def _findings(stored: StoredRun) -> str:
                      f'{f["confidence"]:.2f}, basis {_e(f["basis"])}<p class="why">{_e(f["reason"])}</p>'
                      + (f"<div>evidence: {evidence}</div>" if evidence else "")
                      + (f'<div class="note">Reviewed: {_e(review_line(reviews[f["failure_mode"]]))}</div>'
-                        if f["failure_mode"] in reviews and f["failure_mode"] not in shown else "") + "</div>")
+                        if f["failure_mode"] in reviews and f["failure_mode"] not in shown else "")
+                     + (_review_form(trace_id, [f["failure_mode"]], (("confirmed", "Right"), ("dismissed", "Wrong")))
+                        if forms and f["failure_mode"] not in shown else "") + "</div>")
         shown.add(f["failure_mode"])
     return "".join(parts) + missed + hint
 
 
-def render(stored: StoredRun, trace_url: str = "") -> str:
-    """The page of one run; `trace_url` (dashboards.trace_url) links it to the trace UI."""
+def render(stored: StoredRun, trace_url: str = "", forms: bool = False) -> str:
+    """The page of one run; `trace_url` (dashboards.trace_url) links it to the trace UI; `forms`: served by
+    mastwatch, with a form per finding to review it (a file written by `report --trace` names the command)."""
     r = stored.run
     facts = dict(header(stored))
     tiles = "".join(f'<div class="tile"><b>{_e(facts[key])}</b><span>{label}</span></div>' for key, label in (
@@ -148,12 +175,15 @@ def render(stored: StoredRun, trace_url: str = "") -> str:
             f'{_e(r["trace_id"])}</title><style>{STYLE}</style></head><body>'
             f'<h1>Run <code>{_e(r["trace_id"])}</code></h1><p class="sub">service <b>{_e(r["service"])}</b>, agent '
             f'<b>{_e(r["agent"])}</b>, models {_e(facts["models"])}{link}</p><div class="tiles">{tiles}</div>'
-            f"<h2>Findings</h2>{_findings(stored)}{steps}</body></html>\n")
+            f"<h2>Findings</h2>{_findings(stored, forms)}{steps}</body></html>\n")
 
 
-def error_page(message: str) -> str:
-    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>mastwatch: run not shown</title>'
-            f"<style>{STYLE}</style></head><body><h1>Run not shown</h1><p>{_e(message)}</p></body></html>\n")
+def error_page(message: str, title: str = "Run not shown", back: str = "") -> str:
+    """A page saying what went wrong; `back`: a link to the page to go back to."""
+    link = f'<p><a href="{_e(back)}">Back to the run</a></p>' if back else ""
+    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>mastwatch: {_e(title.lower())}'
+            f"</title><style>{STYLE}</style></head><body><h1>{_e(title)}</h1><p>{_e(message)}</p>{link}</body>"
+            "</html>\n")
 
 
 def view(engine: Engine, database: str, steps_setting: str, trace_url: str) -> Callable[[str], tuple[int, str]]:
@@ -171,6 +201,6 @@ def view(engine: Engine, database: str, steps_setting: str, trace_url: str) -> C
         if stored is None:
             return 404, error_page(f"Trace {trace_id} is not in the store: not classified yet (mastwatch waits for "
                                    "a run to end), or expired, or it never reached mastwatch.")
-        return 200, render(stored, trace_url)
+        return 200, render(stored, trace_url, forms=True)
 
     return answer

@@ -178,7 +178,8 @@ class PrometheusExporter:
                  api: Mapping[str, Callable[[str], tuple[int, dict[str, Any]]]] | None = None,
                  views: Mapping[str, Callable[[str], tuple[int, str]]] | None = None,
                  queries: Mapping[str, Callable[[str, Mapping[str, str]], tuple[int, Any]]] | None = None,
-                 posts: Mapping[str, Callable[[str, Mapping[str, str], bytes], tuple[int, Any]]] | None = None,
+                 posts: Mapping[str, Callable[[str, Mapping[str, str], bytes, Mapping[str, str]],
+                                              tuple[int, Any, dict[str, str]]]] | None = None,
                  watched_modes: tuple[tuple[str, str], ...] = ()) -> None:
         """`watched_modes`: the (failure mode, category) pairs alert rules compute each agent's rate of."""
         self.config = config
@@ -190,8 +191,8 @@ class PrometheusExporter:
         # path prefix -> the JSON reply to a GET under it, given its query parameters, made on another thread (it
         # queries the store: what `mastwatch top` and `show` ask a server holding the store's directory)
         self.queries = dict(queries or {})
-        # path -> the JSON reply to a POST, given its query parameters and body, made on another thread (it writes to
-        # the store: reviews)
+        # path -> the reply to a POST, given its query parameters, body and headers, made on another thread (it writes
+        # to the store: reviews): its status, its body (JSON, or an HTML page as text) and its headers
         self.posts = dict(posts or {})
         self.registry = registry = registry or CollectorRegistry()
         self.self_metrics = SelfMetrics(registry)
@@ -230,9 +231,12 @@ class PrometheusExporter:
                 return web.json_response({"error": f"{request.path} takes a POST"}, status=405,
                                          headers={"Allow": "POST"})
             data = await request.read()
-            status, body = await asyncio.get_running_loop().run_in_executor(None, post, request.path,
-                                                                            dict(request.query), data)
-            return web.json_response(body, status=status)
+            status, body, headers = await asyncio.get_running_loop().run_in_executor(
+                None, post, request.path, dict(request.query), data, request.headers)
+            if isinstance(body, str):
+                return web.Response(status=status, text=body, content_type="text/html", charset="utf-8",
+                                    headers={**VIEW_HEADERS, **headers})
+            return web.json_response(body, status=status, headers=headers)
         if request.method != "GET" and request.method != "HEAD":
             return web.json_response({"error": f"{request.path} takes a GET"}, status=405, headers={"Allow": "GET"})
         for prefix, answer in self.api.items():

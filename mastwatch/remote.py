@@ -26,13 +26,12 @@ from mastwatch.config import Config
 from mastwatch.exporter.store.chdb_engine import StoreInUse
 from mastwatch.exporter.store.engine import Engine
 from mastwatch.exporter.store.queries import QUERIES, Filters, StoredRun, TableMissing, run, stored_run, trace_id_of
-from mastwatch.exporter.store.reviews import Review, ReviewRefused, add_review
+from mastwatch.exporter.store.reviews import REVIEWS_PATH, Review, ReviewRefused, add_review
 
 T = TypeVar("T")
 
 TOP_PATH = "/v1/top/"
 RUN_PATH = "/v1/runs/"
-REVIEWS_PATH = "/v1/reviews"
 TIMEOUT_S = 30.0
 
 
@@ -90,26 +89,59 @@ def answers(engine: Engine, database: str, steps_setting: str, store_path: str |
     return {TOP_PATH: top, RUN_PATH: one_run}
 
 
+Reply = tuple[int, Any, dict[str, str]]  # status, body (JSON, or an HTML page as text), headers
+
+
 def take_review(engine: Engine, database: str, store_path: str | None) -> Callable[
-        [str, Mapping[str, str], bytes], tuple[int, Any]]:
-    """The server's side of `POST /v1/reviews`: (status, JSON body) for a request's query and body."""
+        [str, Mapping[str, str], bytes, Mapping[str, str]], Reply]:
+    """The server's side of `POST /v1/reviews`, for a request's query, body and headers: a JSON review (what
+    `mastwatch review` sends), or a form from the run's page, taken only from that page's own origin (the browser's
+    Sec-Fetch-Site) and answered with the page again, or a page saying what is wrong."""
     own = os.path.realpath(store_path) if store_path is not None else None
 
-    def post(path: str, query: Mapping[str, str], data: bytes) -> tuple[int, Any]:
+    def write(review: Review) -> tuple[int, list[str] | str]:
+        try:
+            return 200, add_review(engine, database, review)
+        except ReviewRefused as e:
+            return (404 if "not in the store" in str(e) else 409), str(e)
+        except TableMissing as e:
+            return 503, str(e)
+
+    def form(data: bytes, headers: Mapping[str, str]) -> Reply:
+        from mastwatch.dashboards.trace_page import PATH, error_page
+
+        if headers.get("Sec-Fetch-Site") != "same-origin":
+            return 403, error_page("A review form is taken from mastwatch's own run page only.",
+                                   "Review not recorded"), {}
+        fields = {k: v[-1] for k, v in urllib.parse.parse_qs(data.decode("utf-8", "replace"),
+                                                             keep_blank_values=True).items()}
+        back = f"{PATH}{fields.get('trace_id', '')}"
+        try:
+            review = Review.from_json(fields)
+        except ValueError as e:
+            return 400, error_page(str(e), "Review not recorded", back), {}
+        status, written = write(review)
+        if status != 200:
+            return status, error_page(str(written), "Review not recorded", back), {}
+        return 303, "", {"Location": f"{PATH}{review.trace_id}#finding-{review.failure_mode}"}
+
+    def post(path: str, query: Mapping[str, str], data: bytes, headers: Mapping[str, str]) -> Reply:
         wanted = query.get("store")
         if wanted and own is not None and os.path.realpath(wanted) != own:
-            return 409, {"error": f"it holds the store in {own}"}
+            return 409, {"error": f"it holds the store in {own}"}, {}
+        kind = headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if kind == "application/x-www-form-urlencoded":
+            return form(data, headers)
+        if kind != "application/json":  # a cross-site form cannot send this type: no forged review
+            return 415, {"error": "send the review as application/json"}, {}
         try:
             review = Review.from_json(json.loads(data or b"null"))
         except ValueError as e:  # JSONDecodeError included
-            return 400, {"error": str(e)}
-        try:
-            bases = add_review(engine, database, review)
-        except ReviewRefused as e:
-            return (404 if "not in the store" in str(e) else 409), {"error": str(e)}
-        except TableMissing as e:
-            return 503, {"error": str(e)}
-        return 200, {**asdict(review), "bases": bases}
+            return 400, {"error": str(e)}, {}
+        status, written = write(review)
+        if status != 200:
+            return status, {"error": written}, {}
+        return 200, {**asdict(review), "bases": written}, {}
 
     return post
 

@@ -26,6 +26,7 @@ from mastwatch.exporter.prometheus import JudgeMetrics, PrometheusExporter
 from mastwatch.exporter.recent import RecentFindings
 from mastwatch.exporter.signatures import NewSignatures, SignatureRefresh
 from mastwatch.exporter.store import StoreExporter
+from mastwatch.exporter.store.reviews import REVIEWS_PATH
 from mastwatch.exporter.webhook import WebhookNotifier
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class Service:
                                              api={recent.PATH: self.recent.answer},
                                              views={trace_page.PATH: self._trace_page},
                                              queries={remote.TOP_PATH: self._query, remote.RUN_PATH: self._query},
-                                             posts={remote.REVIEWS_PATH: self._review},
+                                             posts={REVIEWS_PATH: self._review},
                                              watched_modes=((watched.code, watched.category),))
         self.webhooks = WebhookNotifier(config.exporters.webhooks, self.prometheus.registry) \
             if config.exporters.webhooks else None
@@ -144,15 +145,17 @@ class Service:
                     return 503, {"error": f"the store cannot be read now: {e}"}
         return 404, {"error": "this mastwatch keeps no store (exporters.store.enabled is false)"}
 
-    def _review(self, path: str, query: Mapping[str, str], data: bytes) -> tuple[int, Any]:
-        """POST /v1/reviews: what `mastwatch review` sends while this process holds the store."""
+    def _review(self, path: str, query: Mapping[str, str], data: bytes,
+                headers: Mapping[str, str]) -> remote.Reply:
+        """POST /v1/reviews: what `mastwatch review` sends while this process holds the store, and the run page's
+        review forms."""
         if self._take_review is None:
-            return 404, {"error": "this mastwatch keeps no store (exporters.store.enabled is false)"}
+            return 404, {"error": "this mastwatch keeps no store (exporters.store.enabled is false)"}, {}
         try:
-            return self._take_review(path, query, data)
+            return self._take_review(path, query, data, headers)
         except Exception as e:  # the store not reachable
             log.warning("cannot write a review to the store (%s)", e)
-            return 503, {"error": f"the store cannot be written now: {e}"}
+            return 503, {"error": f"the store cannot be written now: {e}"}, {}
 
     def start(self) -> None:
         gc.set_threshold(*GC_THRESHOLDS)

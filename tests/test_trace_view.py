@@ -6,10 +6,12 @@ the same run as one HTML page; a running server serves it at /traces/{trace_id},
 from __future__ import annotations
 
 import html
+import http.client
 import json
 import re
 import subprocess
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -213,6 +215,9 @@ def test_report_trace_writes_the_run_as_one_page(store, tmp_path) -> None:
     assert result.returncode == 0, result.stderr
     page = out.read_text()
     check_page(page, failing)
+    # a file has no server to post to: it names the command instead of the served page's forms
+    assert f"<code>mastwatch review {failing.trace_id} FM-x.y confirmed|dismissed|missed</code>" in page
+    assert "<form" not in page
 
 
 def check_page(page: str, verdict: Verdict) -> None:
@@ -229,7 +234,8 @@ def check_page(page: str, verdict: Verdict) -> None:
             assert f'<a class="code" href="#finding-{code}">{code}</a> {reason}' in cells
     assert page.count("<rect ") == len(verdict.trace_steps) and page.count('stroke="#e02f44"') == len(expected)
     for code, finding in verdict.findings.items():
-        section = re.search(rf'<div class="finding" id="finding-{code}">(.*?)</div></div>', page).group(1)
+        section = re.search(rf'<div class="finding" id="finding-{code}">(.*?)</div>(?:<form class="review".*?</form>)?'
+                            '</div>', page).group(1)
         assert all(f'href="#span-{e.hex()}"' in section for e in finding.evidence)
     assert not re.search(r"<script|<link|<img|<iframe|src=|@import|url\(", page)  # self-contained
 
@@ -261,8 +267,6 @@ def test_the_server_serves_the_trace_page_with_the_metrics_token(start_server) -
     assert get(failing.trace_id, token=None)[0] == 401  # stored data: the token /metrics asks for
     assert get("0" * 31 + "1")[0] == 404
     assert get("not-a-trace")[0] == 400
-    assert f"<code>mastwatch review {failing.trace_id} FM-x.y confirmed|dismissed|missed</code>" in get(
-        failing.trace_id)[1]
 
     code = sorted(failing.findings)[0]
 
@@ -280,6 +284,35 @@ def test_the_server_serves_the_trace_page_with_the_metrics_token(start_server) -
     assert review(None) == 401 and review("wrong") == 401
     assert review("t0ken") == 200
     assert f"Reviewed: {code} confirmed by sre, 20" in get(failing.trace_id)[1]
+
+    # the page served has a form per finding (Right / Wrong) and one to report a miss, posted to the same origin
+    page = get(failing.trace_id)[1]
+    assert page.count('<form class="review" method="post" action="/v1/reviews">') == len(failing.findings) + 1
+    assert f'<input type="hidden" name="failure_mode" value="{code}">' in page
+    assert '<button name="verdict" value="dismissed">Wrong</button>' in page and ">Report missed</button>" in page
+    assert f'<option value="{code}">' not in page  # a mode found is not offered as missed
+
+    def form(fields: dict[str, str], site: str | None = "same-origin", kind: str = "application/x-www-form-urlencoded"
+             ) -> tuple[int, dict[str, str], str]:
+        connection = http.client.HTTPConnection(host, port, timeout=30)
+        headers = {"Content-Type": kind, "Authorization": "Bearer t0ken", **({"Sec-Fetch-Site": site} if site else {})}
+        connection.request("POST", "/v1/reviews", urllib.parse.urlencode(fields), headers)
+        reply = connection.getresponse()
+        body = reply.read().decode()
+        connection.close()
+        return reply.status, dict(reply.headers), body
+
+    fields = {"trace_id": failing.trace_id, "failure_mode": code, "verdict": "dismissed", "note": "a <poll>",
+              "reviewer": ""}
+    assert form(fields, site="cross-site")[0] == 403 and form(fields, site=None)[0] == 403  # no forged review
+    assert form(fields, kind="text/plain")[0] == 415
+    status, headers, _ = form(fields)
+    assert status == 303 and headers["Location"] == f"/traces/{failing.trace_id}#finding-{code}"
+    assert f"Reviewed: {code} dismissed, 20" in get(failing.trace_id)[1] and ": a &lt;poll&gt;" in get(
+        failing.trace_id)[1]
+    status, _, body = form({**fields, "verdict": "missed"})
+    assert status == 409 and "Review not recorded" in body and "confirm or dismiss it" in body
+    assert f'<a href="/traces/{failing.trace_id}">Back to the run</a>' in body
 
 
 def classify(request: ExportTraceServiceRequest) -> Verdict:

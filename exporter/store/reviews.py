@@ -19,6 +19,7 @@ from .queries import TableMissing, store_tables, trace_id_of
 from .schema import REVIEWS, TABLES
 
 VERDICTS = ("confirmed", "dismissed", "missed")
+REVIEWS_PATH = "/v1/reviews"  # where a server holding the store takes them (on its metrics port)
 MAX_NOTE = 2000  # characters: a line or two on why, not a report
 MAX_REVIEWER = 100
 
