@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import html
 import logging
-from collections.abc import Callable
+import urllib.parse
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mastwatch.collector.model.modes import MODES
 from mastwatch.exporter.store.engine import Engine
 from mastwatch.exporter.store.queries import StoredRun, stored_run, trace_id_of
-from mastwatch.exporter.store.reviews import MAX_NOTE, MAX_REVIEWER, REVIEWS_PATH
+from mastwatch.exporter.store.reviews import MAX_NOTE, MAX_REVIEWER, REVIEWS_PATH, Review
+from mastwatch.remote import Reply, write_review
 from mastwatch.show import fingerprint, header, previews, review_line, seconds, step_label, tokens, usd
 
 log = logging.getLogger(__name__)
@@ -184,6 +186,29 @@ def error_page(message: str, title: str = "Run not shown", back: str = "") -> st
     return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>mastwatch: {_e(title.lower())}'
             f"</title><style>{STYLE}</style></head><body><h1>{_e(title)}</h1><p>{_e(message)}</p>{link}</body>"
             "</html>\n")
+
+
+def review_form(engine: Engine, database: str) -> Callable[[bytes, Mapping[str, str]], Reply]:
+    """The reply to a review form posted from a run's page: taken only from the page's own origin (the browser's
+    Sec-Fetch-Site, so another site cannot post reviews through a reviewer's browser), answered with the run's page
+    again, or a page saying what is wrong."""
+    def post(data: bytes, headers: Mapping[str, str]) -> Reply:
+        if headers.get("Sec-Fetch-Site") != "same-origin":
+            return 403, error_page("A review form is taken from mastwatch's own run page only.",
+                                   "Review not recorded"), {}
+        fields = {k: v[-1] for k, v in urllib.parse.parse_qs(data.decode("utf-8", "replace"),
+                                                             keep_blank_values=True).items()}
+        back = f"{PATH}{fields.get('trace_id', '')}"
+        try:
+            review = Review.from_json(fields)
+        except ValueError as e:
+            return 400, error_page(str(e), "Review not recorded", back), {}
+        status, written = write_review(engine, database, review)
+        if status != 200:
+            return status, error_page(str(written), "Review not recorded", back), {}
+        return 303, "", {"Location": f"{PATH}{review.trace_id}#finding-{review.failure_mode}"}
+
+    return post
 
 
 def view(engine: Engine, database: str, steps_setting: str, trace_url: str) -> Callable[[str], tuple[int, str]]:

@@ -92,45 +92,29 @@ def answers(engine: Engine, database: str, steps_setting: str, store_path: str |
 Reply = tuple[int, Any, dict[str, str]]  # status, body (JSON, or an HTML page as text), headers
 
 
-def take_review(engine: Engine, database: str, store_path: str | None) -> Callable[
+def write_review(engine: Engine, database: str, review: Review) -> tuple[int, list[str] | str]:
+    """Write `review`: (200, the bases of the finding reviewed), or (the HTTP status, why it was not written)."""
+    try:
+        return 200, add_review(engine, database, review)
+    except ReviewRefused as e:
+        return (404 if "not in the store" in str(e) else 409), str(e)
+    except TableMissing as e:
+        return 503, str(e)
+
+
+def take_review(engine: Engine, database: str, store_path: str | None,
+                form: Callable[[bytes, Mapping[str, str]], Reply] | None = None) -> Callable[
         [str, Mapping[str, str], bytes, Mapping[str, str]], Reply]:
     """The server's side of `POST /v1/reviews`, for a request's query, body and headers: a JSON review (what
-    `mastwatch review` sends), or a form from the run's page, taken only from that page's own origin (the browser's
-    Sec-Fetch-Site) and answered with the page again, or a page saying what is wrong."""
+    `mastwatch review` sends), or a form, answered by `form` (the run page's: dashboards/trace_page.py)."""
     own = os.path.realpath(store_path) if store_path is not None else None
-
-    def write(review: Review) -> tuple[int, list[str] | str]:
-        try:
-            return 200, add_review(engine, database, review)
-        except ReviewRefused as e:
-            return (404 if "not in the store" in str(e) else 409), str(e)
-        except TableMissing as e:
-            return 503, str(e)
-
-    def form(data: bytes, headers: Mapping[str, str]) -> Reply:
-        from mastwatch.dashboards.trace_page import PATH, error_page
-
-        if headers.get("Sec-Fetch-Site") != "same-origin":
-            return 403, error_page("A review form is taken from mastwatch's own run page only.",
-                                   "Review not recorded"), {}
-        fields = {k: v[-1] for k, v in urllib.parse.parse_qs(data.decode("utf-8", "replace"),
-                                                             keep_blank_values=True).items()}
-        back = f"{PATH}{fields.get('trace_id', '')}"
-        try:
-            review = Review.from_json(fields)
-        except ValueError as e:
-            return 400, error_page(str(e), "Review not recorded", back), {}
-        status, written = write(review)
-        if status != 200:
-            return status, error_page(str(written), "Review not recorded", back), {}
-        return 303, "", {"Location": f"{PATH}{review.trace_id}#finding-{review.failure_mode}"}
 
     def post(path: str, query: Mapping[str, str], data: bytes, headers: Mapping[str, str]) -> Reply:
         wanted = query.get("store")
         if wanted and own is not None and os.path.realpath(wanted) != own:
             return 409, {"error": f"it holds the store in {own}"}, {}
         kind = headers.get("Content-Type", "").split(";")[0].strip().lower()
-        if kind == "application/x-www-form-urlencoded":
+        if kind == "application/x-www-form-urlencoded" and form is not None:
             return form(data, headers)
         if kind != "application/json":  # a cross-site form cannot send this type: no forged review
             return 415, {"error": "send the review as application/json"}, {}
@@ -138,7 +122,7 @@ def take_review(engine: Engine, database: str, store_path: str | None) -> Callab
             review = Review.from_json(json.loads(data or b"null"))
         except ValueError as e:  # JSONDecodeError included
             return 400, {"error": str(e)}, {}
-        status, written = write(review)
+        status, written = write_review(engine, database, review)
         if status != 200:
             return status, {"error": written}, {}
         return 200, {**asdict(review), "bases": written}, {}

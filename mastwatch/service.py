@@ -77,8 +77,9 @@ class Service:
         store = config.exporters.store
         self._answers = remote.answers(self.store.engine, store.database, store.steps,
                                        store.path if store.engine == "chdb" else None) if self.store else {}
-        self._take_review = remote.take_review(self.store.engine, store.database,
-                                               store.path if store.engine == "chdb" else None) if self.store else None
+        self._take_review = remote.take_review(
+            self.store.engine, store.database, store.path if store.engine == "chdb" else None,
+            trace_page.review_form(self.store.engine, store.database)) if self.store else None
         self._trace_view = trace_page.view(self.store.engine, config.exporters.store.database,
                                            config.exporters.store.steps, config.dashboards.trace_url) \
             if self.store is not None else None
