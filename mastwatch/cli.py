@@ -399,10 +399,10 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--database", metavar="DB", type=_identifier, help="default: exporters.store.database")
     top = sub.add_parser("top", help="what the store holds: spend and waste by agent and model; waste by agent and "
                          "tool, by model, by tool; failure modes, failing traces, the judge's verdicts, failure "
-                         "signatures (recurring problems), people's reviews of findings")
+                         "signatures (recurring problems), people's reviews of findings, the longest runs")
     _common(top)
     top.add_argument("what", choices=["spend", "waste", "models", "tools", "failures", "traces", "judge",
-                                      "signatures", "reviews"])
+                                      "signatures", "reviews", "runs"])
     top.add_argument("--since", default="24h", help="a duration back from now (24h, 7d) or a UTC time (default: 24h)")
     top.add_argument("--until", default="now", help="now, a duration back from now, or a UTC time (default: now)")
     top.add_argument("--service", help="only this service")

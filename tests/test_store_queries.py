@@ -120,9 +120,23 @@ def test_failing_traces_filtered_by_mode_and_time(store) -> None:
     assert len(run(store.engine, "mastwatch", "traces", Filters(T0, T0 + DAY, limit=2))) == 2
 
 
+def test_runs_lists_every_run_the_most_model_calls_first(store) -> None:
+    assert {int(r["trace_id"], 16) for r in run(store.engine, "mastwatch", "runs", RANGE)} == {1, 2, 3, 4, 5}
+    for trace, calls in ((21, 2), (22, 9), (23, 5)):  # healthy runs of another agent, long and short
+        verdict = make_verdict(trace, "ops", "long-bot", T0 + trace, (), modes=())
+        verdict.llm_calls = calls
+        store.export_verdicts([verdict], [None])
+    assert store.flush()
+    rows = run(store.engine, "mastwatch", "runs", Filters(T0, T0 + DAY, agent="long-bot"))
+    assert [(int(r["trace_id"], 16), r["llm_calls"], r["failure_modes"]) for r in rows] == [
+        (22, 9, []), (23, 5, []), (21, 2, [])]
+    assert rows[0]["seconds"] == 1.0 and rows[0]["started"] == "2026-01-01 00:00:00.000"
+
+
 def test_every_query_has_a_test() -> None:
     tested = {"spend", "waste", "models", "tools", "failures", "traces", "judge", "signatures",
-              "reviews"}  # tests/test_reviews.py
+              "reviews",  # tests/test_reviews.py
+              "runs"}
     assert set(QUERIES) == tested
 
 
@@ -130,7 +144,7 @@ def test_every_query_renders_for_the_cli_and_returns_rows(store) -> None:
     """The dashboards' queries too: each runs with query parameters, with rows (the dashboards run them with
     Grafana's macros in tests/test_live_queries.py)."""
     every = {name: value for name, value in vars(queries).items() if isinstance(value, Query)}
-    assert len(every) == 18 and set(QUERIES.values()) <= set(every.values())
+    assert len(every) == 19 and set(QUERIES.values()) <= set(every.values())
     for name, query in every.items():
         rows = store.query(PARAMETERS.render(query, "mastwatch"), RANGE.params())
         assert rows or name == "AGENTS_BY_FAILURE_RATE", name  # that one lists agents with 10 runs or more

@@ -145,6 +145,16 @@ WHERE {traces}
 ORDER BY started_at DESC
 LIMIT {limit}""", limit=200)
 
+# Runs, failing or not, those that made the most model calls first: what MastRunsGettingLonger points at.
+LONGEST_RUNS = Query("""\
+SELECT trace_id, toString(toDateTime64(started_at, 3)) AS started, service, agent, llm_calls, tool_calls, steps,
+       round(dateDiff('millisecond', started_at, ended_at) / 1000, 3) AS seconds, round(cost_usd, 6) AS cost_usd,
+       failure_modes, completion
+FROM {db}.mast_traces
+WHERE {traces}
+ORDER BY llm_calls DESC, tool_calls DESC, started_at DESC, trace_id
+LIMIT {limit}""")
+
 # The judge's verdicts by mode (judged traces are a sample: judge.sample_rate, and those with unsure findings).
 JUDGE_VERDICTS = Query("""\
 SELECT failure_mode, uniqExact(trace_id) AS judged, countIf(verdict = 'confirmed') AS confirmed,
@@ -301,7 +311,7 @@ LIMIT {limit}""")
 
 QUERIES = {"spend": SPEND_BY_MODEL, "waste": WASTE, "models": WASTE_BY_MODEL, "tools": WASTE_BY_TOOL,
            "failures": FAILURES, "traces": TRACES, "judge": JUDGE_VERDICTS, "signatures": SIGNATURES,
-           "reviews": REVIEWS}
+           "reviews": REVIEWS, "runs": LONGEST_RUNS}
 
 
 @dataclass(frozen=True)
