@@ -142,11 +142,13 @@ def failure_store(grid: Grid, config: Config, scope: Dialect, fleet: bool) -> No
                        overrides=[override("agreement", unit="percentunit", decimals=0)]), 12, 7)
     grid.add(table("Reviews by mode (store)", "People's word on the findings (`mastwatch review`), each run's latest "
                    "per mode: runs found, findings reviewed and the share confirmed, misses reported and the share "
-                   "of the runs reviewed as showing the mode that it was found in, and the latest dismissal's note. "
+                   "of the runs reviewed as showing the mode that it was found in, the reviewed runs the judge read "
+                   "and the share where it said what the reviewer did, and the latest dismissal's note. "
                    "A mode found and not reviewed shows reviewed 0: what is left to look at.",
                    [sql(q.REVIEWS, db, scope)],
                    overrides=[override("confirmed_share", unit="percentunit", decimals=0),
                               override("found_share", unit="percentunit", decimals=0),
+                              override("judge_agreement", unit="percentunit", decimals=0),
                               override("latest_dismissal", custom__width=360)], sort_by="reviewed"),
              24 if fleet else 12, 7)
     if fleet:

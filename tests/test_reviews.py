@@ -51,6 +51,13 @@ def test_reviews_add_up_per_mode_the_latest_of_each_run_counting(store) -> None:
     miss = rows["FM-2.5"]
     assert (miss["found_runs"], miss["reviewed"], miss["missed"], miss["found_share"]) == (0, 0, 1, 0)
     assert rows["FM-2.3"]["found_runs"] == 1 and rows["FM-2.3"]["reviewed"] == 0  # found, left to review
+    # the judge read runs 1 and 4: it confirmed FM-1.3 in 1 (reviewed confirmed: agreed) and rejected FM-3.3 in 4
+    # (reviewed dismissed: agreed); it read none of the other runs reviewed
+    assert (loop["judged"], loop["judge_agreement"]) == (1, 1) and (check["judged"], check["judge_agreement"]) == (1, 1)
+    assert (miss["judged"], miss["judge_agreement"]) == (0, 0)
+    add_review(engine, "mastwatch", Review(FOUR, "FM-2.3", "dismissed"))  # what the judge alone found: wrong
+    drift = by_mode(run(engine, "mastwatch", "reviews", RANGE))["FM-2.3"]
+    assert (drift["reviewed"], drift["dismissed"], drift["judged"], drift["judge_agreement"]) == (1, 1, 1, 0)
     assert list(rows)[:2] == ["FM-1.3", "FM-3.3"]  # the most reviewed first
     only = run(engine, "mastwatch", "reviews", Filters(T0, T0 + DAY, mode="FM-3.3"))
     assert [r["failure_mode"] for r in only] == ["FM-3.3"]
@@ -62,7 +69,7 @@ def test_reviews_add_up_per_mode_the_latest_of_each_run_counting(store) -> None:
     assert history == [{"reviewer": "ana", "verdict": "dismissed", "bases": ["judge", "structure"]},
                        {"reviewer": "bo", "verdict": "confirmed", "bases": ["judge", "structure"]}]
     (row,) = engine.query("SELECT service, agent, toUnixTimestamp64Nano(started_at) AS ns FROM mastwatch.mast_reviews "
-                          "WHERE trace_id = {t:String}", {"t": FOUR})
+                          "WHERE trace_id = {t:String} AND failure_mode = 'FM-3.3'", {"t": FOUR})
     assert (row["service"], row["agent"], row["ns"]) == ("data", "data-bot", T0 + 4)  # the run's, from mast_traces
     shown = stored_run(engine, "mastwatch", ONE)
     assert [(r["failure_mode"], r["verdict"], r["reviewer"], r["note"]) for r in shown.reviews] == [

@@ -169,20 +169,29 @@ LIMIT {limit}""")
 
 # People's reviews per failure mode (each run's latest review of a mode counts): the runs it was found in, the findings
 # reviewed and the share confirmed, the misses reported and the share of the runs reviewed as showing the mode that it
-# was found in, and the latest dismissal's note. Modes found but not reviewed are listed too: what is left to review.
+# was found in; the reviewed runs the judge also read and the share where it said what the reviewer did (confirmed
+# or found / rejected / found a miss); the latest dismissal's note. Modes found but not reviewed are listed too: what
+# is left to review.
 REVIEWS = Query("""\
 SELECT failure_mode, found.runs AS found_runs, latest.n_confirmed + latest.n_dismissed AS reviewed,
        latest.n_confirmed AS confirmed, latest.n_dismissed AS dismissed,
        round(confirmed / greatest(reviewed, 1), 3) AS confirmed_share, latest.n_missed AS missed,
-       round(confirmed / greatest(confirmed + missed, 1), 3) AS found_share, latest.dismissal AS latest_dismissal
+       round(confirmed / greatest(confirmed + missed, 1), 3) AS found_share, latest.n_judged AS judged,
+       round(latest.n_agreed / greatest(judged, 1), 3) AS judge_agreement, latest.dismissal AS latest_dismissal
 FROM (SELECT failure_mode, uniqExact(trace_id) AS runs
       FROM {db}.mast_findings WHERE {rows} AND {modes} GROUP BY failure_mode) AS found
 FULL OUTER JOIN (
     SELECT failure_mode, countIf(verdict = 'confirmed') AS n_confirmed, countIf(verdict = 'dismissed') AS n_dismissed,
-           countIf(verdict = 'missed') AS n_missed, argMaxIf(why, at, verdict = 'dismissed') AS dismissal
+           countIf(verdict = 'missed') AS n_missed, countIf(judge != '') AS n_judged,
+           countIf(verdict = 'confirmed' AND judge IN ('confirmed', 'found') OR verdict = 'dismissed'
+                   AND judge = 'rejected' OR verdict = 'missed' AND judge = 'found') AS n_agreed,
+           argMaxIf(why, at, verdict = 'dismissed') AS dismissal
     FROM (SELECT trace_id, failure_mode, argMax(verdict, reviewed_at) AS verdict, argMax(note, reviewed_at) AS why,
                  max(reviewed_at) AS at
-          FROM {db}.mast_reviews WHERE {rows} AND {modes} GROUP BY trace_id, failure_mode)
+          FROM {db}.mast_reviews WHERE {rows} AND {modes} GROUP BY trace_id, failure_mode) AS person
+    LEFT JOIN (SELECT trace_id, failure_mode, argMax(verdict, judged_at) AS judge
+               FROM {db}.mast_judgements WHERE {rows} AND {modes} GROUP BY trace_id, failure_mode) AS model
+    USING (trace_id, failure_mode)
     GROUP BY failure_mode) AS latest USING failure_mode
 ORDER BY reviewed DESC, missed DESC, found_runs DESC, failure_mode
 LIMIT {limit}""")
