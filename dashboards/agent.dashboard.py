@@ -29,7 +29,7 @@ def build(config: Config) -> Dashboard:
     grid = Grid()
     sections.failure_overview(grid, config, sel, f", {sel}")
     sections.spend(grid, config, sel, ', model=~"$model"', "model", "model")
-    sections.calls(grid, sel, ', model=~"$model"')
+    sections.calls(grid, config, sel, ', model=~"$model"')
     sections.failure_store(grid, config, AGENT, fleet=False)
     grid.add(table("Recent traces", "Every run of the agent (with the selected models), failing or not. trace_id "
                    "opens the trace in the trace UI.",

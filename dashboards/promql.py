@@ -62,9 +62,9 @@ def mode_runs(rule: RisingModeRule, extra: str = "", by: str = AGENT) -> str:
     return f"sum by ({by}) ({growth(f'mast_traces_total{_braces(extra)}', duration(rule.window))})"
 
 
-def run_calls_quantile(rule: RunLengthRule, by: str = AGENT, baseline: bool = False) -> str:
+def run_calls_quantile(rule: RunLengthRule, by: str = AGENT, baseline: bool = False, sel: str = "") -> str:
     """The rule's quantile of model calls per run, per agent, over its window (or over its baseline before it)."""
-    bucket, window = "mast_run_model_calls_bucket", duration(rule.window)
+    bucket, window = f"mast_run_model_calls_bucket{_braces(sel)}", duration(rule.window)
     grown = growth(bucket, duration(rule.baseline), window, duration(rule.baseline + rule.window)) if baseline \
         else growth(bucket, window)
     return f"histogram_quantile({rule.quantile:g}, sum by ({by}, le) ({grown}))"

@@ -21,7 +21,7 @@ from .panels import (
     timeseries,
     trace_link,
 )
-from .promql import duration, growth, mode_baseline, mode_ratio
+from .promql import duration, growth, mode_baseline, mode_ratio, run_calls_quantile
 
 RUNS_PER_MIN = "suffix: runs/min"
 TOKENS_PER_MIN = "suffix: tokens/min"
@@ -232,7 +232,7 @@ def spend(grid: Grid, config: Config, sel: str, model_sel: str, by: str, legend:
                    override("wasted tokens", unit="short", decimals=0)], sort_by="wasted USD"), 24, 8)
 
 
-def calls(grid: Grid, sel: str, model_sel: str) -> None:
+def calls(grid: Grid, config: Config, sel: str, model_sel: str) -> None:
     """Tool and model calls: how many, how many failed, how long they took (counted when a run is classified)."""
     tools, errors, seconds = "mast_tool_calls_total", "mast_tool_call_errors_total", "mast_tool_call_seconds_total"
     msel, per_tool = f"{sel}{model_sel}", _rate(tools, sel, "tool")
@@ -251,7 +251,7 @@ def calls(grid: Grid, sel: str, model_sel: str) -> None:
     grid.add(timeseries("Mean model call time by model", "Seconds per model call, by model.",
                         [prom(f'{_rate("mast_model_call_seconds_total", msel, "model")}\n/ '
                               f'{_rate("mast_model_calls_total", msel, "model")}', "{{model}}")], "s"), 12, 8)
-    per_run(grid, sel)
+    per_run(grid, config, sel)
     called, failed = _range(tools, sel, "tool"), _range(errors, sel, "tool")
     grid.add(table("Tools in the time range", "Per tool: calls, failed calls and their share, mean seconds per "
                    "call, and calls that repeated a completed step (FM-1.3).", [
@@ -275,13 +275,20 @@ def _quantiles(metric: str, sel: str, what: str, refs: str = "AB") -> list[PromT
                  f"{what} p{round(q * 100)}", ref=ref) for q, ref in zip((0.5, 0.95), refs, strict=True)]
 
 
-def per_run(grid: Grid, sel: str) -> None:
+def per_run(grid: Grid, config: Config, sel: str) -> None:
     """How long runs go: calls, duration and cost per run (all the agent's runs, whatever models they called)."""
+    rule = config.rules.run_length
+    threshold = f"{rule.factor:g} * {run_calls_quantile(rule, 'service, agent', baseline=True, sel=sel)}"
     grid.add(timeseries("Calls per run", "Median and 95th percentile of model calls and tool calls per run, as the "
                         "GenAI conventions' gen_ai.invoke_agent.inference_calls and tool_calls count them. A rising "
-                        "p95 is runs going round longer before they end.",
+                        f"p95 is runs going round longer before they end; dashed, MastRunsGettingLonger's threshold: "
+                        f"{rule.factor:g}x the {rule.quantile:.0%} quantile of model calls per run over the "
+                        f"{duration(rule.baseline)} before the last {duration(rule.window)}.",
                         _quantiles("mast_run_model_calls", sel, "model calls")
-                        + _quantiles("mast_run_tool_calls", sel, "tool calls", "CD"), "short"), 8, 8)
+                        + _quantiles("mast_run_tool_calls", sel, "tool calls", "CD")
+                        + [prom(threshold, "alert threshold", ref="E")], "short",
+                        overrides=[regex_override("alert threshold",
+                                                  custom__lineStyle={"fill": "dash", "dash": [10, 10]})]), 8, 8)
     grid.add(timeseries("Run duration", "Median and 95th percentile of a run's duration, from its first span's start "
                         "to its last span's end.", _quantiles("mast_run_duration_seconds", sel, "duration"), "s"),
              8, 8)
