@@ -71,6 +71,17 @@ def test_reviews_add_up_per_mode_the_latest_of_each_run_counting(store) -> None:
     (row,) = engine.query("SELECT service, agent, toUnixTimestamp64Nano(started_at) AS ns FROM mastwatch.mast_reviews "
                           "WHERE trace_id = {t:String} AND failure_mode = 'FM-3.3'", {"t": FOUR})
     assert (row["service"], row["agent"], row["ns"]) == ("data", "data-bot", T0 + 4)  # the run's, from mast_traces
+    signatures = {r["signature"]: r for r in run(engine, "mastwatch", "signatures", RANGE)}
+
+    def signature(trace_id: str, mode: str) -> dict:
+        (row,) = engine.query("SELECT DISTINCT signature FROM mastwatch.mast_findings WHERE trace_id = {t:String} "
+                              "AND failure_mode = {m:String} AND basis != 'judge'", {"t": trace_id, "m": mode})
+        return signatures[row["signature"]]
+
+    assert (signature(ONE, "FM-1.3")["confirmed_reviews"], signature(ONE, "FM-1.3")["dismissed_reviews"]) == (1, 0)
+    assert (signature(FOUR, "FM-3.3")["confirmed_reviews"], signature(FOUR, "FM-3.3")["dismissed_reviews"]) == (0, 1)
+    # runs 1 and 3 (FM-1.3) and 4 (FM-3.3); the judge's FM-2.3 finding has no signature and a miss no finding
+    assert sum(r["confirmed_reviews"] + r["dismissed_reviews"] for r in signatures.values()) == 3
     shown = stored_run(engine, "mastwatch", ONE)
     assert [(r["failure_mode"], r["verdict"], r["reviewer"], r["note"]) for r in shown.reviews] == [
         ("FM-1.3", "confirmed", "bo", "same call five times")]

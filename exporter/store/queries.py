@@ -298,13 +298,15 @@ LIMIT {limit}""")
 # --- failure signatures ---------------------------------------------------------------------------------------
 
 # Recurring problems: each signature seen in the range (its runs there), with what mast_signatures keeps of it
-# for all time: runs, first and last sighting, waste, models, an example trace. {new_since}: first seen since.
+# for all time: runs, first and last sighting, waste, models, an example trace, and the reviews of its findings (each
+# run's latest: confirmed, dismissed; a signature dismissed before is likely a false alarm again). {new_since}: first
+# seen since.
 SIGNATURES = Query("""\
 SELECT s.signature AS signature, s.failure_mode AS mode, s.service AS service_name, s.agent AS agent_name,
        r.runs_in_range AS runs_in_range, s.all_runs AS runs_all_time,
        toString(toDateTime64(s.first, 3)) AS first_seen_at, toString(toDateTime64(s.last, 3)) AS last_seen_at,
        round(s.wasted, 6) AS wasted_usd, s.model_list AS model_list, s.example AS trace_id,
-       s.sample_reason AS latest_reason
+       rv.n_confirmed AS confirmed_reviews, rv.n_dismissed AS dismissed_reviews, s.sample_reason AS latest_reason
 FROM (SELECT signature, failure_mode, service, agent, uniqMerge(runs) AS all_runs, min(first_seen) AS first,
              max(last_seen) AS last, sum(wasted_cost_usd) AS wasted, groupUniqArrayArray(models) AS model_list,
              arraySort(groupUniqArrayMerge(5)(examples))[1] AS example, anyLast(reason) AS sample_reason
@@ -314,6 +316,14 @@ INNER JOIN (SELECT signature, uniqExact(trace_id) AS runs_in_range
             FROM {db}.mast_findings
             WHERE {rows} AND signature != '' AND {modes}
             GROUP BY signature) AS r ON s.signature = r.signature
+LEFT JOIN (SELECT f.signature AS signature, countIf(v.verdict = 'confirmed') AS n_confirmed,
+                  countIf(v.verdict = 'dismissed') AS n_dismissed
+           FROM (SELECT trace_id, failure_mode, argMax(verdict, reviewed_at) AS verdict
+                 FROM {db}.mast_reviews WHERE {modes} GROUP BY trace_id, failure_mode) AS v
+           INNER JOIN (SELECT DISTINCT trace_id, failure_mode, signature FROM {db}.mast_findings
+                       WHERE signature != '' AND trace_id GLOBAL IN (SELECT trace_id FROM {db}.mast_reviews)) AS f
+           USING (trace_id, failure_mode)
+           GROUP BY signature) AS rv ON s.signature = rv.signature
 WHERE s.first >= {new_since}
 ORDER BY runs_in_range DESC, s.last DESC, s.signature
 LIMIT {limit}""")
