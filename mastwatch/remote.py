@@ -26,7 +26,7 @@ from mastwatch.config import Config
 from mastwatch.exporter.store.chdb_engine import StoreInUse
 from mastwatch.exporter.store.engine import Engine
 from mastwatch.exporter.store.queries import QUERIES, Filters, StoredRun, TableMissing, run, stored_run, trace_id_of
-from mastwatch.exporter.store.reviews import REVIEWS_PATH, Review, ReviewRefused, add_review
+from mastwatch.exporter.store.reviews import REVIEWS_PATH, Review, ReviewRefused, RunNotStored, add_review
 
 T = TypeVar("T")
 
@@ -96,8 +96,10 @@ def write_review(engine: Engine, database: str, review: Review) -> tuple[int, li
     """Write `review`: (200, the bases of the finding reviewed), or (the HTTP status, why it was not written)."""
     try:
         return 200, add_review(engine, database, review)
+    except RunNotStored as e:
+        return 404, str(e)
     except ReviewRefused as e:
-        return (404 if "not in the store" in str(e) else 409), str(e)
+        return 409, str(e)
     except TableMissing as e:
         return 503, str(e)
 
@@ -139,9 +141,9 @@ def send_review(config: Config, review: Review) -> dict[str, Any]:
 def on_store(config: Config, command: str, local: Callable[[Engine], T], ask: Callable[[], T],
              expected: tuple[type[Exception], ...] = ()) -> tuple[int, T | None]:
     """`local` on the configured store, or, while a running server holds its chDB directory, `ask` of that server:
-    (0, the answer), or (exit status 1, None) after one line on stderr saying what went wrong (the answer may be None
-    too: look at the status). `expected`: errors
-    of `local` whose message says it all (others are printed as a failed query)."""
+    (0, the answer), or (exit status 1, None) after one line on stderr saying what went wrong (an answer may be None
+    too: look at the status). `expected`: errors of `local` whose message says it all (others are printed as a
+    failed query)."""
     from mastwatch.exporter.store import open_engine
 
     def fail(message: str) -> tuple[int, None]:

@@ -25,7 +25,11 @@ MAX_REVIEWER = 100
 
 
 class ReviewRefused(ValueError):
-    """The review does not fit the run: no such run, or a verdict that contradicts its findings."""
+    """The review does not fit the run: a verdict that contradicts its findings."""
+
+
+class RunNotStored(ReviewRefused):
+    """The store has no row of the run reviewed."""
 
 
 @dataclass(frozen=True)
@@ -86,14 +90,14 @@ WHERE trace_id = {trace_id:String}"""
 
 def add_review(engine: Engine, database: str, review: Review) -> list[str]:
     """Write `review`; returns the bases of the finding reviewed (none for a miss). TableMissing: a store not
-    upgraded yet; ReviewRefused: no such run, or the verdict contradicts its findings."""
+    upgraded yet; RunNotStored: no such run; ReviewRefused: the verdict contradicts its findings."""
     if REVIEWS not in store_tables(engine, database):
         raise TableMissing(f"the store has no table {REVIEWS} yet: start this version's `mastwatch serve` (or demo) "
                            "on it once to upgrade it")
     params = {"trace_id": review.trace_id}
     row = engine.query(RUN_MODES.replace("{db}", database), params)[0]
     if not int(row["runs"]):
-        raise ReviewRefused(f"trace {review.trace_id} is not in the store")
+        raise RunNotStored(f"trace {review.trace_id} is not in the store")
     found: dict[str, list[str]] = {}
     for pair in row["found"]:
         mode, _, basis = pair.partition(" ")
