@@ -378,7 +378,7 @@ def test_kustomization_lists_manifests():
     assert len(resources) == len(set(resources))
     for resource in resources:
         assert (K8S / resource).is_file(), resource
-    optional = {"kustomization.yaml", "servicemonitor.yaml", rules.PROMETHEUS_RULE}
+    optional = {"kustomization.yaml", "servicemonitor.yaml", rules.PROMETHEUS_RULE, "mastwatch-alertmanagerconfig.yaml"}
     assert {p.name for p in K8S.glob("*.yaml")} - optional == set(resources)
     for name in optional - {"kustomization.yaml"}:
         assert name in (K8S / "kustomization.yaml").read_text(encoding="utf-8")

@@ -5,6 +5,7 @@ webhook on loopback here. The routing of every generated alert is checked with a
 
 from __future__ import annotations
 
+import re
 import subprocess
 import threading
 import time
@@ -44,6 +45,51 @@ def test_the_compose_alertmanager_config_is_valid_and_routes_every_alert_by_seve
     for alert in alerts:
         labels = {"alertname": alert["alert"], **alert["labels"]}
         assert _route(amtool, ALERTMANAGER_YML, labels) == expected[alert["labels"]["severity"]], alert["alert"]
+
+
+def _from_operator(spec: dict) -> dict:
+    """An AlertmanagerConfig's spec as the Alertmanager configuration the Prometheus Operator makes of it (without
+    the namespace matcher it adds)."""
+    def matchers(items: list[dict]) -> list[str]:
+        return [f'{m["name"]} {m.get("matchType", "=")} "{m["value"]}"' for m in items]
+
+    def route(r: dict) -> dict:
+        names = {"receiver": "receiver", "groupBy": "group_by", "groupWait": "group_wait",
+                 "groupInterval": "group_interval", "repeatInterval": "repeat_interval"}
+        out = {names[k]: v for k, v in r.items() if k in names}
+        if "matchers" in r:
+            out["matchers"] = matchers(r["matchers"])
+        if "routes" in r:
+            out["routes"] = [route(child) for child in r["routes"]]
+        return out
+
+    return {"route": route(spec["route"]),
+            "inhibit_rules": [{"source_matchers": matchers(i["sourceMatch"]), "target_matchers": matchers(
+                i["targetMatch"]), "equal": i["equal"]} for i in spec["inhibitRules"]],
+            "receivers": [{"name": r["name"]} for r in spec["receivers"]]}
+
+
+def test_the_kubernetes_alertmanager_config_routes_as_the_compose_one(tmp_path) -> None:
+    """The Prometheus Operator's AlertmanagerConfig in deploy/kubernetes holds the compose stack's routes, grouping
+    and inhibitions; made into an Alertmanager configuration, amtool takes it and routes every alert as compose's."""
+    amtool = installed("amtool", ALERTMANAGER_PACKAGE)
+    resource = yaml.safe_load((ALERTMANAGER_YML.parents[1] / "kubernetes" / "mastwatch-alertmanagerconfig.yaml")
+                              .read_text(encoding="utf-8"))
+    assert (resource["apiVersion"], resource["kind"]) == ("monitoring.coreos.com/v1alpha1", "AlertmanagerConfig")
+    converted = _from_operator(resource["spec"])
+    compose = yaml.safe_load(ALERTMANAGER_YML.read_text(encoding="utf-8"))
+
+    def normal(config: dict) -> dict:  # matchers with their spacing normalised
+        return yaml.safe_load(re.sub(r"\s*(=~|!~|!=|=)\s*", r" \1 ", yaml.safe_dump(config)))
+
+    assert normal(converted) == normal(compose)
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(converted), encoding="utf-8")
+    result = subprocess.run([amtool, "check-config", str(path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
+    for alert in rules.alerts(Config()) + rules.gateway_alerts(Config()):
+        labels = {"alertname": alert["alert"], **alert["labels"]}
+        assert _route(amtool, path, labels) == _route(amtool, ALERTMANAGER_YML, labels), alert["alert"]
 
 
 @pytest.fixture
