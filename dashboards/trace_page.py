@@ -17,7 +17,17 @@ from mastwatch.exporter.store.engine import Engine
 from mastwatch.exporter.store.queries import StoredRun, stored_run, trace_id_of
 from mastwatch.exporter.store.reviews import MAX_NOTE, MAX_REVIEWER, REVIEWS_PATH, Review
 from mastwatch.remote import Reply, write_review
-from mastwatch.show import fingerprint, header, previews, review_line, seconds, step_label, tokens, usd
+from mastwatch.show import (
+    fingerprint,
+    header,
+    previews,
+    recurrence_line,
+    review_line,
+    seconds,
+    step_label,
+    tokens,
+    usd,
+)
 
 log = logging.getLogger(__name__)
 PATH = "/traces/"
@@ -151,6 +161,8 @@ def _findings(stored: StoredRun, forms: bool = False) -> str:
                      f'{_e(f["failure_mode"])}</span> <b>{_e(f["name"])}</b> ({_e(f["category"])}), confidence '
                      f'{f["confidence"]:.2f}, basis {_e(f["basis"])}<p class="why">{_e(f["reason"])}</p>'
                      + (f"<div>evidence: {evidence}</div>" if evidence else "")
+                     + (f'<div class="note">{_e(recurrence_line(stored.recurrence[f["signature"]]))}</div>'
+                        if f["signature"] in stored.recurrence else "")
                      + (f'<div class="note">Reviewed: {_e(review_line(reviews[f["failure_mode"]]))}</div>'
                         if f["failure_mode"] in reviews and f["failure_mode"] not in shown else "")
                      + (_review_form(trace_id, [f["failure_mode"]], (("confirmed", "Right"), ("dismissed", "Wrong")))

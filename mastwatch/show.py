@@ -123,6 +123,8 @@ def format_run(stored: StoredRun) -> str:
             lines.append(f"{INDENT * 2}reason: {f['reason']}")
             if f["evidence"]:
                 lines.append(f"{INDENT * 2}evidence: {' '.join(f['evidence'])}")
+            if f["signature"] in stored.recurrence:
+                lines.append(f"{INDENT * 2}{recurrence_line(stored.recurrence[f['signature']])}")
     else:
         lines.append("findings: none")
     if stored.reviews:
@@ -130,6 +132,15 @@ def format_run(stored: StoredRun) -> str:
         lines.append("reviews (the latest per mode):")
         lines.extend(f"{INDENT}{review_line(r)}" for r in stored.reviews)
     return "\n".join(lines)
+
+
+def recurrence_line(recurrence: dict[str, Any]) -> str:
+    """'the same problem: 42 runs since 2026-05-01 12:00:00.000 UTC; reviewed 3 confirmed, 5 dismissed'."""
+    runs = int(recurrence["runs"])
+    seen = "this run only" if runs <= 1 else f"{plural(runs, 'run')} since {when(recurrence['first_ns'])}"
+    confirmed, dismissed = int(recurrence["confirmed"] or 0), int(recurrence["dismissed"] or 0)
+    reviewed = f"; reviewed {confirmed} confirmed, {dismissed} dismissed" if confirmed or dismissed else ""
+    return f"the same problem (its signature): {seen}{reviewed}"
 
 
 def review_line(review: dict[str, Any]) -> str:

@@ -85,6 +85,12 @@ def test_reviews_add_up_per_mode_the_latest_of_each_run_counting(store) -> None:
     shown = stored_run(engine, "mastwatch", ONE)
     assert [(r["failure_mode"], r["verdict"], r["reviewer"], r["note"]) for r in shown.reviews] == [
         ("FM-1.3", "confirmed", "bo", "same call five times")]
+    # each finding's problem across runs: its signature's runs, first sighting and reviews
+    (loop_finding,) = [f for f in shown.findings if f["failure_mode"] == "FM-1.3" and f["basis"] != "judge"]
+    recurring = shown.recurrence[loop_finding["signature"]]
+    assert (recurring["runs"], recurring["confirmed"], recurring["dismissed"]) == (
+        signature(ONE, "FM-1.3")["runs_all_time"], 1, 0)
+    assert recurring["first_ns"] <= T0 + 1
 
 
 def test_a_review_that_contradicts_the_run_is_refused_and_writes_nothing(store) -> None:
@@ -136,6 +142,8 @@ def test_review_then_top_reviews_and_show_from_the_command_line(tmp_path) -> Non
                            timeout=60)
     assert shown.returncode == 0, shown.stderr
     assert "reviews (the latest per mode):\n    FM-3.3 dismissed by bo, 20" in shown.stdout
+    assert "the same problem (its signature): " in shown.stdout
+    assert "; reviewed 0 confirmed, 1 dismissed" in shown.stdout
     assert shown.stdout.rstrip().endswith(": the check passed")
 
 

@@ -308,8 +308,9 @@ def test_the_server_serves_the_trace_page_with_the_metrics_token(start_server) -
     assert form(fields, kind="text/plain")[0] == 415
     status, headers, _ = form(fields)
     assert status == 303 and headers["Location"] == f"/traces/{failing.trace_id}#finding-{code}"
-    assert f"Reviewed: {code} dismissed, 20" in get(failing.trace_id)[1] and ": a &lt;poll&gt;" in get(
-        failing.trace_id)[1]
+    page = get(failing.trace_id)[1]
+    assert f"Reviewed: {code} dismissed, 20" in page and ": a &lt;poll&gt;" in page
+    assert '<div class="note">the same problem (its signature): ' in page  # how often it recurs, and its reviews
     status, _, body = form({**fields, "verdict": "missed"})
     assert status == 409 and "Review not recorded" in body and "confirm or dismiss it" in body
     assert f'<a href="/traces/{failing.trace_id}">Back to the run</a>' in body

@@ -301,6 +301,16 @@ LIMIT {limit}""")
 # for all time: runs, first and last sighting, waste, models, an example trace, and the reviews of its findings (each
 # run's latest: confirmed, dismissed; a signature dismissed before is likely a false alarm again). {new_since}: first
 # seen since.
+# Each signature's reviews, each run's latest per mode: n_confirmed, n_dismissed (<which>: the signatures wanted).
+_SIGNATURE_REVIEWS = """(SELECT f.signature AS signature, countIf(v.verdict = 'confirmed') AS n_confirmed,
+           countIf(v.verdict = 'dismissed') AS n_dismissed
+    FROM (SELECT trace_id, failure_mode, argMax(verdict, reviewed_at) AS verdict
+          FROM {db}.mast_reviews GROUP BY trace_id, failure_mode) AS v
+    INNER JOIN (SELECT DISTINCT trace_id, failure_mode, signature FROM {db}.mast_findings
+                WHERE <which> AND trace_id GLOBAL IN (SELECT trace_id FROM {db}.mast_reviews)) AS f
+    USING (trace_id, failure_mode)
+    GROUP BY signature)"""
+
 SIGNATURES = Query("""\
 SELECT s.signature AS signature, s.failure_mode AS mode, s.service AS service_name, s.agent AS agent_name,
        r.runs_in_range AS runs_in_range, s.all_runs AS runs_all_time,
@@ -316,17 +326,10 @@ INNER JOIN (SELECT signature, uniqExact(trace_id) AS runs_in_range
             FROM {db}.mast_findings
             WHERE {rows} AND signature != '' AND {modes}
             GROUP BY signature) AS r ON s.signature = r.signature
-LEFT JOIN (SELECT f.signature AS signature, countIf(v.verdict = 'confirmed') AS n_confirmed,
-                  countIf(v.verdict = 'dismissed') AS n_dismissed
-           FROM (SELECT trace_id, failure_mode, argMax(verdict, reviewed_at) AS verdict
-                 FROM {db}.mast_reviews WHERE {modes} GROUP BY trace_id, failure_mode) AS v
-           INNER JOIN (SELECT DISTINCT trace_id, failure_mode, signature FROM {db}.mast_findings
-                       WHERE signature != '' AND trace_id GLOBAL IN (SELECT trace_id FROM {db}.mast_reviews)) AS f
-           USING (trace_id, failure_mode)
-           GROUP BY signature) AS rv ON s.signature = rv.signature
+LEFT JOIN <reviews> AS rv ON s.signature = rv.signature
 WHERE s.first >= {new_since}
 ORDER BY runs_in_range DESC, s.last DESC, s.signature
-LIMIT {limit}""")
+LIMIT {limit}""".replace("<reviews>", _SIGNATURE_REVIEWS.replace("<which>", "signature != ''")))
 
 QUERIES = {"spend": SPEND_BY_MODEL, "waste": WASTE, "models": WASTE_BY_MODEL, "tools": WASTE_BY_TOOL,
            "failures": FAILURES, "traces": TRACES, "judge": JUDGE_VERDICTS, "signatures": SIGNATURES,
@@ -473,11 +476,22 @@ GROUP BY failure_mode
 ORDER BY failure_mode"""
 
 
+# The signatures of a run's findings: their runs and first sighting (all time) and their reviews.
+RUN_SIGNATURES = """\
+SELECT s.signature AS signature, s.runs AS runs, toUnixTimestamp64Nano(s.first) AS first_ns,
+       rv.n_confirmed AS confirmed, rv.n_dismissed AS dismissed
+FROM (SELECT signature, uniqMerge(runs) AS runs, min(first_seen) AS first FROM {db}.mast_signatures
+      WHERE signature IN {signatures:Array(String)} GROUP BY signature) AS s
+LEFT JOIN <reviews> AS rv ON s.signature = rv.signature""".replace(
+    "<reviews>", _SIGNATURE_REVIEWS.replace("<which>", "signature IN {signatures:Array(String)}"))
+
+
 @dataclass
 class StoredRun:
     """One run as the store holds it: its mast_traces row, its findings (the judge's too) and its steps in start
     order; `no_steps` says why a run has no step rows; `spend`, its calls and USD per model (none for runs stored
-    before schema version 7); `reviews`, people's latest word on each mode reviewed."""
+    before schema version 7); `reviews`, people's latest word on each mode reviewed; `recurrence`, by signature of
+    its findings, the runs that showed it and when first, and their reviews (confirmed, dismissed)."""
 
     run: dict[str, Any]
     findings: list[dict[str, Any]]
@@ -486,6 +500,7 @@ class StoredRun:
     marks: dict[str, list[str]] = field(default_factory=dict)  # span id -> the modes it is evidence of
     spend: list[dict[str, Any]] = field(default_factory=list)
     reviews: list[dict[str, Any]] = field(default_factory=list)
+    recurrence: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for f in self.findings:
@@ -523,18 +538,23 @@ def stored_run(engine: Engine, database: str, trace_id: str, steps_setting: str 
         if "mast_model_spend" in tables else []
     for s in spend:
         s["priced"] = bool(s["priced"])
-    reviews = engine.query(RUN_REVIEWS.replace("{db}", database), {**params, "since_ns": int(run["started_ns"])}) \
-        if "mast_reviews" in tables else []
+    reviews, recurrence = [], {}
+    if "mast_reviews" in tables:
+        reviews = engine.query(RUN_REVIEWS.replace("{db}", database), {**params, "since_ns": int(run["started_ns"])})
+        signatures = sorted({f["signature"] for f in findings if f["signature"]})
+        if signatures:
+            recurrence = {r.pop("signature"): r for r in engine.query(RUN_SIGNATURES.replace("{db}", database),
+                                                                      {"signatures": signatures})}
     if "mast_steps" not in tables:
         return StoredRun(run, findings, [], "this store has no table of steps yet: a mastwatch serve of schema "
                          f"version {STEPS_VERSION} or later adds it, and keeps the steps of the runs stored then on",
-                         spend=spend, reviews=reviews)
+                         spend=spend, reviews=reviews, recurrence=recurrence)
     steps = engine.query(RUN_STEPS.replace("{db}", database), {**params, "since_ns": int(run["started_ns"]),
                                                            "until_ns": int(run["ended_ns"])})
     for s in steps:
         s["error"] = bool(s["error"])
     return StoredRun(run, findings, steps, "" if steps else _why_no_steps(findings, steps_setting), spend=spend,
-                     reviews=reviews)
+                     reviews=reviews, recurrence=recurrence)
 
 
 def _why_no_steps(findings: list[dict[str, Any]], steps_setting: str) -> str:
