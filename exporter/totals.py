@@ -109,6 +109,27 @@ class Totals:
         return [family]
 
 
+def bucket_of(bounds: tuple[float, ...], value: float) -> int:
+    """The index of the first bound `value` does not exceed (len(bounds): above every bound): bisect_left over a
+    dozen bounds, without a call through Python."""
+    i = 0
+    for bound in bounds:
+        if bound >= value:
+            break
+        i += 1
+    return i
+
+
+def cumulative(bounds: tuple[float, ...], counts: list[Any]) -> list[tuple[str, float]]:
+    """A histogram's buckets as a scrape shows them: each bound (then +Inf) with the count at or below it."""
+    buckets: list[tuple[str, float]] = []
+    total = 0.0
+    for bound, n in zip((*bounds, float("inf")), counts, strict=True):
+        total += n
+        buckets.append((floatToGoString(bound), total))
+    return buckets
+
+
 class Distribution(Totals):
     """A histogram family by label set (a prometheus-client collector): a cell holds the count of each bucket (the
     last: above every bound), then the sum."""
@@ -120,12 +141,7 @@ class Distribution(Totals):
         super().__init__(name, documentation, labelnames, registry, max_series, on_overflow)
 
     def observe(self, cell: list[float], value: float) -> None:
-        i = 0
-        for bound in self.bounds:  # bisect_left over a dozen bounds, without a call through Python
-            if bound >= value:
-                break
-            i += 1
-        cell[i] += 1
+        cell[bucket_of(self.bounds, value)] += 1
         cell[-1] += value
 
     def describe(self) -> list[HistogramMetricFamily]:  # type: ignore[override]
@@ -135,12 +151,7 @@ class Distribution(Totals):
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
         for labels, cell in list(self.values.items()):
             counts = list(cell)
-            buckets: list[tuple[str, float]] = []
-            cumulative = 0.0
-            for bound, n in zip((*self.bounds, float("inf")), counts[:-1], strict=True):
-                cumulative += n
-                buckets.append((floatToGoString(bound), cumulative))
-            family.add_metric(list(labels), buckets, counts[-1])
+            family.add_metric(list(labels), cumulative(self.bounds, counts[:-1]), counts[-1])
         return [family]
 
 
@@ -155,12 +166,7 @@ class LatencyHistogram:
         registry.register(self)
 
     def observe(self, seconds: float) -> None:
-        i = 0
-        for bound in self.bounds:  # bisect_left over a dozen bounds, without a call through Python
-            if bound >= seconds:
-                break
-            i += 1
-        self.counts[i] += 1
+        self.counts[bucket_of(self.bounds, seconds)] += 1
         self.sum += seconds
 
     def describe(self) -> list[HistogramMetricFamily]:
@@ -168,12 +174,8 @@ class LatencyHistogram:
 
     def collect(self) -> list[HistogramMetricFamily]:
         counts, total = list(self.counts), self.sum
-        buckets: list[tuple[str, float]] = []
-        cumulative = 0
-        for bound, n in zip((*self.bounds, float("inf")), counts, strict=True):
-            cumulative += n
-            buckets.append((floatToGoString(bound), cumulative))
-        return [HistogramMetricFamily(self.name, self.documentation, buckets=buckets, sum_value=total)]
+        return [HistogramMetricFamily(self.name, self.documentation, buckets=cumulative(self.bounds, counts),
+                                      sum_value=total)]
 
 
 class Completions:

@@ -489,13 +489,12 @@ def _positive_int(value: str) -> int:
 
 
 def _mode(value: str) -> str:
-    from mastwatch.collector.model.modes import MODES
+    from mastwatch.collector.model.modes import mode_code
 
-    code = value.upper()
-    if code not in MODES:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a MAST failure mode (FM-1.1 to FM-1.5, FM-2.1 to FM-2.6, "
-                                         "FM-3.1 to FM-3.3)")
-    return code
+    try:
+        return mode_code(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _identifier(value: str) -> str:

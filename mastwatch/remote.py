@@ -46,20 +46,21 @@ def held_and_unreachable(held: StoreInUse, unreachable: OSError) -> str:
             "exporters.prometheus.endpoint=HOST:PORT)")
 
 
+def other_store(store_path: str | None, query: Mapping[str, str]) -> tuple[int, Any] | None:
+    """409 and the store held, when the reader names another chDB store than `store_path` (None: a server's)."""
+    wanted = query.get("store")
+    own = os.path.realpath(store_path) if store_path is not None else None
+    if wanted and own is not None and os.path.realpath(wanted) != own:
+        return 409, {"error": f"it holds the store in {own}"}
+    return None
+
+
 def answers(engine: Engine, database: str, steps_setting: str, store_path: str | None) -> dict[
         str, Callable[[str, Mapping[str, str]], tuple[int, Any]]]:
     """The server's side: path prefix -> (status, JSON body) of a GET under it. `store_path`: the chDB store's
     directory (None: a ClickHouse server's)."""
-    own = os.path.realpath(store_path) if store_path is not None else None
-
-    def other_store(query: Mapping[str, str]) -> tuple[int, Any] | None:
-        wanted = query.get("store")
-        if wanted and own is not None and os.path.realpath(wanted) != own:
-            return 409, {"error": f"it holds the store in {own}"}
-        return None
-
     def top(path: str, query: Mapping[str, str]) -> tuple[int, Any]:
-        refused = other_store(query)
+        refused = other_store(store_path, query)
         if refused is not None:
             return refused
         name = path[len(TOP_PATH):]
@@ -72,7 +73,7 @@ def answers(engine: Engine, database: str, steps_setting: str, store_path: str |
         return 200, run(engine, database, name, filters)
 
     def one_run(path: str, query: Mapping[str, str]) -> tuple[int, Any]:
-        refused = other_store(query)
+        refused = other_store(store_path, query)
         if refused is not None:
             return refused
         try:
@@ -109,12 +110,10 @@ def take_review(engine: Engine, database: str, store_path: str | None,
         [str, Mapping[str, str], bytes, Mapping[str, str]], Reply]:
     """The server's side of `POST /v1/reviews`, for a request's query, body and headers: a JSON review (what
     `mastwatch review` sends), or a form, answered by `form` (the run page's: dashboards/trace_page.py)."""
-    own = os.path.realpath(store_path) if store_path is not None else None
-
     def post(path: str, query: Mapping[str, str], data: bytes, headers: Mapping[str, str]) -> Reply:
-        wanted = query.get("store")
-        if wanted and own is not None and os.path.realpath(wanted) != own:
-            return 409, {"error": f"it holds the store in {own}"}, {}
+        refused = other_store(store_path, query)
+        if refused is not None:
+            return (*refused, {})
         kind = headers.get("Content-Type", "").split(";")[0].strip().lower()
         if kind == "application/x-www-form-urlencoded" and form is not None:
             return form(data, headers)

@@ -29,3 +29,11 @@ MODES: Final[dict[str, FailureMode]] = {m.code: m for m in (
     FailureMode("FM-3.2", "No or incomplete verification", "FC3"),
     FailureMode("FM-3.3", "Incorrect verification", "FC3"),
 )}
+
+
+def mode_code(text: str) -> str:
+    """A failure mode's code as written (`fm-3.3`, ` FM-3.3`) -> `FM-3.3`; ValueError naming the codes."""
+    code = text.strip().upper()
+    if code not in MODES:
+        raise ValueError(f"{text!r} is not a MAST failure mode (FM-1.1 to FM-1.5, FM-2.1 to FM-2.6, FM-3.1 to FM-3.3)")
+    return code

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mastwatch.collector.model.modes import MODES
+from mastwatch.collector.model.modes import mode_code
 
 from .engine import Engine
 from .queries import TableMissing, store_tables, trace_id_of
@@ -43,11 +43,7 @@ class Review:
     def __post_init__(self) -> None:
         """ValueError naming what is wrong; the trace id and mode are normalised (hex lowercase, FM-x.y)."""
         object.__setattr__(self, "trace_id", trace_id_of(self.trace_id))
-        code = self.failure_mode.strip().upper()
-        if code not in MODES:
-            raise ValueError(f"{self.failure_mode!r} is not a MAST failure mode (FM-1.1 to FM-1.5, FM-2.1 to FM-2.6, "
-                             "FM-3.1 to FM-3.3)")
-        object.__setattr__(self, "failure_mode", code)
+        object.__setattr__(self, "failure_mode", mode_code(self.failure_mode))
         if self.verdict not in VERDICTS:
             raise ValueError(f"{self.verdict!r} is not a verdict: one of {', '.join(VERDICTS)}")
         if len(self.note) > MAX_NOTE:
