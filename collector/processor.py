@@ -22,7 +22,7 @@ from .classified import ClassifiedTraces
 from .classify.engine import NO_FINDINGS, ClassifierEngine
 from .config import ProcessorConfig
 from .journal import JSON, PROTOBUF, SpanJournal
-from .model.modes import MODES
+from .model.modes import MODES, FailureMode
 from .model.published import NO_INCREMENT, Increment, LiveFindings, Published
 from .model.steps import Finding, Step
 from .model.trace import Trace
@@ -31,6 +31,7 @@ from .model.waste import Waste, usd_total
 from .normalize import normalize_span
 from .receiver.decode import SpanRecord, decode, records
 from .receiver.otlp_json import parse_request
+from .signature import finding_signature
 from .spend import account, add_tokens, load_prices, price
 from .telemetry import NullTelemetry
 
@@ -100,6 +101,8 @@ class Processor:
         self.judge = judge
         self.listeners = list(listeners)
         self.exporters = list(exporters)
+        # signatures of known problems not to alert on (`mastwatch mute`), replaced whole by whoever reads them
+        self.muted: frozenset[str] = frozenset()
         self.telemetry = telemetry = telemetry or NullTelemetry()
         self._deferred: dict[Trace, None] = {}  # live findings waiting for the root or decision_wait
         # services some of whose runs named their agent: their runs' live findings wait for the agent's name
@@ -354,12 +357,25 @@ class Processor:
             shown = published.modes = set()
         modes = [MODES[f.code] for f in findings if f.code not in shown]
         shown.update(m.code for m in modes)
+        muted: list[FailureMode] | None = None
+        if modes and self.muted:
+            muted = [MODES[code] for code in self._muted_codes(published.agent, findings, shown_now=modes)]
+            if muted:
+                modes = [m for m in modes if m not in muted]
         old = published.waste or NO_WASTE
         increment = Increment(published.service, published.agent, modes,
                               _diff(waste.repeated_by_tool, old.repeated_by_tool),
-                              _diff(waste.tokens, old.tokens), _diff(waste.cost, old.cost))
+                              _diff(waste.tokens, old.tokens), _diff(waste.cost, old.cost), muted)
         published.waste = Waste(dict(waste.repeated_by_tool), dict(waste.tokens), dict(waste.cost))
         return increment
+
+    def _muted_codes(self, agent: str, findings: Iterable[Finding],
+                     shown_now: list[FailureMode] | None = None) -> list[str]:
+        """The modes (of `shown_now`, else all) whose finding's signature is muted."""
+        muted = self.muted
+        wanted = None if shown_now is None else {m.code for m in shown_now}
+        return [f.code for f in findings
+                if (wanted is None or f.code in wanted) and finding_signature(agent, f.code, f) in muted]
 
     def _waste(self, trace: Trace, findings: Iterable[Finding], waste: Waste | None = None) -> Waste:
         waste = waste or Waste()
@@ -373,13 +389,16 @@ class Processor:
         changes = []
         for trace, found in traces:
             findings = list(found.values())
+            service = trace.first().service
+            if self.muted:  # a known problem is no reason to act on a run
+                muted = self._muted_codes(trace.agent() or service, findings)
+                findings = [f for f in findings if f.code not in muted]
             waste = self._waste(trace, findings)
             tokens, cost = 0, 0.0
             for n in waste.tokens.values():
                 tokens += n
             for usd in waste.cost.values():
                 cost += usd
-            service = trace.first().service
             changes.append(LiveFindings(trace.trace_id, service, trace.agent() or service, findings, tokens, cost,
                                         final))
         for listener in self.listeners:
@@ -500,4 +519,5 @@ class Processor:
             steps=len(trace.steps), llm_calls=len(trace.llm_steps), tool_calls=trace.tool_calls,
             input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=usd_total(cost),
             findings=findings, waste=waste, completion=reason, tokens=tokens, cost=cost,
-            not_assessed=self.engine.not_assessed_for(trace), trace_steps=trace.steps, model_calls=calls)
+            not_assessed=self.engine.not_assessed_for(trace), trace_steps=trace.steps, model_calls=calls,
+            muted=self._muted_codes(published.agent, findings.values()) if self.muted and findings else None)

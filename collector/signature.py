@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
+from .model.steps import Finding
+
 # One pass: quoted strings, paths, and every token holding a digit (numbers, ids, uuids, times, versions).
 _VALUE = re.compile(r"""\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|“[^”]*”"""  # quoted
                     r"|(?<![\w.])(?:[A-Za-z]:)?(?:[\\/][\w.\-~]+){2,}[\\/]?"  # a path of two parts or more
@@ -36,6 +38,13 @@ def mask(reason: str) -> str:
 def signature(agent: str, failure_mode: str, tools: Iterable[str], reason: str) -> str:
     """16 hexadecimal digits naming the recurring problem."""
     return _signature(agent, failure_mode, ",".join(sorted(set(tools))), reason)
+
+
+def finding_signature(agent: str, failure_mode: str, finding: Finding) -> str:
+    """The signature of one of `agent`'s findings; "" for the judge's, another view of runs already grouped."""
+    if finding.basis == "judge":
+        return ""
+    return signature(agent, failure_mode, [s.tool or "" for s in finding.repeated], finding.reason)
 
 
 @lru_cache(maxsize=4096)  # the exporters of one verdict ask for the same findings' signatures in turn

@@ -14,12 +14,14 @@ from typing import Any
 
 from mastwatch.collector.model.modes import MODES
 from mastwatch.exporter.store.engine import Engine
+from mastwatch.exporter.store.mutes import MUTES_PATH, Mute
 from mastwatch.exporter.store.queries import StoredRun, stored_run, trace_id_of
 from mastwatch.exporter.store.reviews import MAX_NOTE, MAX_REVIEWER, REVIEWS_PATH, Review
-from mastwatch.remote import Reply, write_review
+from mastwatch.remote import Reply, write_mute, write_review
 from mastwatch.show import (
     fingerprint,
     header,
+    mute_line,
     previews,
     recurrence_line,
     review_line,
@@ -137,6 +139,31 @@ def _review_form(trace_id: str, modes: list[str], buttons: tuple[tuple[str, str]
             + "".join(f'<button name="verdict" value="{v}">{label}</button>' for v, label in buttons) + "</form>")
 
 
+MUTE_FOR = (("1d", "for a day"), ("7d", "for a week"), ("30d", "for 30 days"), ("", "until unmuted"))
+
+
+def _recurrence(trace_id: str, signature: str, recurrence: dict[str, Any] | None, forms: bool) -> str:
+    """How often the finding's problem recurs, whether it is muted, and a form to mute or unmute it."""
+    if recurrence is None:
+        return ""
+    mute = recurrence.get("mute")
+    lines = f'<div class="note">{_e(recurrence_line(signature, recurrence))}</div>' + (
+        f'<div class="note">{_e(mute_line(mute))}</div>' if mute else "")
+    if not forms:
+        return lines
+    hidden = (f'<input type="hidden" name="trace_id" value="{_e(trace_id)}"><input type="hidden" name="signature" '
+              f'value="{_e(signature)}">')
+    who = (f'<input name="note" maxlength="{MAX_NOTE}" placeholder="why (optional)" aria-label="why">'
+           f'<input name="changed_by" maxlength="{MAX_REVIEWER}" placeholder="your name" aria-label="your name">')
+    if mute:
+        form = f'<input type="hidden" name="muted" value="false">{who}<button>Unmute</button>'
+    else:
+        form = ('<select name="for" aria-label="for how long">'
+                + "".join(f'<option value="{v}">{label}</option>' for v, label in MUTE_FOR) + f"</select>{who}"
+                '<button>Mute this problem</button>')
+    return f'{lines}<form class="review" method="post" action="{MUTES_PATH}">{hidden}{form}</form>'
+
+
 def _findings(stored: StoredRun, forms: bool = False) -> str:
     reviews = {r["failure_mode"]: r for r in stored.reviews}
     missed = "".join(f'<p class="note">Reviewed: {_e(review_line(r))}</p>' for r in stored.reviews
@@ -161,8 +188,7 @@ def _findings(stored: StoredRun, forms: bool = False) -> str:
                      f'{_e(f["failure_mode"])}</span> <b>{_e(f["name"])}</b> ({_e(f["category"])}), confidence '
                      f'{f["confidence"]:.2f}, basis {_e(f["basis"])}<p class="why">{_e(f["reason"])}</p>'
                      + (f"<div>evidence: {evidence}</div>" if evidence else "")
-                     + (f'<div class="note">{_e(recurrence_line(stored.recurrence[f["signature"]]))}</div>'
-                        if f["signature"] in stored.recurrence else "")
+                     + _recurrence(trace_id, f["signature"], stored.recurrence.get(f["signature"]), forms)
                      + (f'<div class="note">Reviewed: {_e(review_line(reviews[f["failure_mode"]]))}</div>'
                         if f["failure_mode"] in reviews and f["failure_mode"] not in shown else "")
                      + (_review_form(trace_id, [f["failure_mode"]], (("confirmed", "Right"), ("dismissed", "Wrong")))
@@ -219,6 +245,33 @@ def review_form(engine: Engine, database: str) -> Callable[[bytes, Mapping[str, 
         if status != 200:
             return status, error_page(str(written), "Review not recorded", back), {}
         return 303, "", {"Location": f"{PATH}{review.trace_id}#finding-{review.failure_mode}"}
+
+    return post
+
+
+def mute_form(engine: Engine, database: str, applied: Callable[[], object]) -> Callable[
+        [bytes, Mapping[str, str]], Reply]:
+    """The reply to a mute or unmute form posted from a run's page (from the page's own origin only, as reviews):
+    the run's page again, or a page saying what is wrong; `applied` is called after a mute written."""
+    def post(data: bytes, headers: Mapping[str, str]) -> Reply:
+        if headers.get("Sec-Fetch-Site") != "same-origin":
+            return 403, error_page("A mute form is taken from mastwatch's own run page only.", "Not muted"), {}
+        fields = {k: v[-1] for k, v in urllib.parse.parse_qs(data.decode("utf-8", "replace"),
+                                                             keep_blank_values=True).items()}
+        trace_id = fields.pop("trace_id", "")
+        back = f"{PATH}{trace_id}"
+        title = "Not unmuted" if fields.get("muted") == "false" else "Not muted"
+        fields["muted"] = fields.get("muted") != "false"
+        try:
+            trace_id = trace_id_of(trace_id)
+            mute = Mute.from_json(fields)
+        except ValueError as e:
+            return 400, error_page(str(e), title, back), {}
+        status, why = write_mute(engine, database, mute)
+        if status != 200:
+            return status, error_page(why, title, back), {}
+        applied()
+        return 303, "", {"Location": f"{PATH}{trace_id}"}
 
     return post
 

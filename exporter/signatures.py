@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, Counter
 from mastwatch.collector.model.modes import MODES
 from mastwatch.collector.model.published import Increment
 from mastwatch.collector.model.verdict import Verdict
-from mastwatch.collector.signature import signature
+from mastwatch.collector.signature import finding_signature
 from mastwatch.collector.threads import name_os_thread
 
 from .totals import LabelLimiter
@@ -69,9 +69,9 @@ class NewSignatures:
         runs, limit = self._runs, self.limit
         for verdict in verdicts:
             for code, finding in verdict.findings.items():
-                if finding.basis == "judge":
+                key = finding_signature(verdict.agent, code, finding)
+                if not key:  # the judge's
                     continue
-                key = signature(verdict.agent, code, tuple(s.tool or "" for s in finding.repeated), finding.reason)
                 seen = runs.pop(key, 0) + 1  # once per run: a verdict has one finding per mode
                 runs[key] = seen
                 if seen == self.min_runs:
@@ -85,11 +85,12 @@ class NewSignatures:
 
 
 class SignatureRefresh:
-    """Reads the store's signatures into `NewSignatures` every `interval` seconds, on a thread of its own."""
+    """Reads the store's signatures into `NewSignatures` every `interval` seconds, on a thread of its own, and
+    calls `also` then (the muted signatures read again)."""
 
     def __init__(self, signatures: NewSignatures, read: Callable[[], Iterable[tuple[str, int, str, str, str]]],
-                 interval: float) -> None:
-        self.signatures, self.read, self.interval = signatures, read, interval
+                 interval: float, also: Callable[[], object] | None = None) -> None:
+        self.signatures, self.read, self.interval, self.also = signatures, read, interval, also
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mastwatch-signatures", daemon=True)
 
@@ -103,6 +104,8 @@ class SignatureRefresh:
                 self.signatures.learn(self.read())
             except Exception:  # the next round tries again; counting from this replica's own runs goes on
                 log.exception("reading the store's failure signatures failed")
+            if self.also is not None:
+                self.also()
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()

@@ -240,10 +240,14 @@ class MastSeries:
 
         self.traces = totals("mast_traces", "Agent traces classified", ("service", "agent"))
         self.failing = totals("mast_failing_traces", "Traces showing at least one MAST failure mode (counted when "
-                              "classified, as mast_traces)", ("service", "agent"))
+                              "classified, as mast_traces; not when every finding's signature is muted)",
+                              ("service", "agent"))
         self.mode_traces = totals("mast_failure_mode_traces", "Traces showing a MAST failure mode (counted once "
-                                  "per trace, when first detected, possibly while the run goes on)",
-                                  ("service", "agent", "failure_mode", "category"))
+                                  "per trace, when first detected, possibly while the run goes on; not when the "
+                                  "finding's signature is muted)", ("service", "agent", "failure_mode", "category"))
+        self.muted_traces = totals("mast_muted_failure_mode_traces", "Traces whose finding of a MAST failure mode "
+                                   "has a muted signature: a known problem, counted here instead of in "
+                                   "mast_failure_mode_traces", ("service", "agent", "failure_mode", "category"))
         self.tokens = totals("mast_tokens", "Tokens of inference calls, by type (input excludes cached input; "
                              "input+output+cache_read+cache_write is the total)", ("service", "agent", "model", "type"))
         self.cost = totals("mast_cost_usd", "Inference spend in USD (genai-prices)", ("service", "agent", "model"))
@@ -285,6 +289,8 @@ class MastSeries:
         service, agent = limit.value("service", inc.service), limit.value("agent", inc.agent)
         for mode in inc.modes:
             self.mode_traces.add((service, agent, mode.code, mode.category))
+        for mode in inc.muted:
+            self.muted_traces.add((service, agent, mode.code, mode.category))
         for tool, n in inc.repeated_by_tool.items():
             self.repeated.add((service, agent, limit.value("tool", tool)), n)
         for (model, kind), tokens in inc.wasted_tokens.items():
@@ -297,7 +303,7 @@ class MastSeries:
             self.export_verdict(verdict, increments[i])
 
     def export_verdict(self, verdict: Verdict, inc: Increment) -> None:
-        if inc.modes or inc.repeated_by_tool or inc.wasted_tokens or inc.wasted_cost:
+        if inc.modes or inc.muted or inc.repeated_by_tool or inc.wasted_tokens or inc.wasted_cost:
             self.export_increment(inc)
         limit = self.limit  # its method called natively, not the instance through Python
         cells = self._agent_cells(verdict.service, verdict.agent)
@@ -311,7 +317,7 @@ class MastSeries:
             for code, category in self.watched:
                 self.mode_traces.cell((cells.service, cells.agent, code, category))
         cell[0] += 1
-        if verdict.findings:
+        if verdict.findings and verdict.failing:
             cell = cells.failing
             if cell is None:
                 cell = cells.failing = self.failing.cell((cells.service, cells.agent))

@@ -249,6 +249,13 @@ def cmd_review(args: argparse.Namespace, config: Config) -> int:
     return main_review(config, args.trace_id, args.mode, args.verdict, args.note, args.by)
 
 
+def cmd_mute(args: argparse.Namespace, config: Config) -> int:
+    from mastwatch.mute import main_mute
+
+    return main_mute(config, args.signature, args.command == "mute", getattr(args, "for_", "") or "", args.note,
+                     args.by)
+
+
 def cmd_report(args: argparse.Namespace, config: Config) -> int:
     if args.trace is not None:
         return _report_trace(args, config)
@@ -399,10 +406,11 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--database", metavar="DB", type=_identifier, help="default: exporters.store.database")
     top = sub.add_parser("top", help="what the store holds: spend and waste by agent and model; waste by agent and "
                          "tool, by model, by tool; failure modes, failing traces, the judge's verdicts, failure "
-                         "signatures (recurring problems), people's reviews of findings, the longest runs")
+                         "signatures (recurring problems), people's reviews of findings, the longest runs, the "
+                         "signatures muted now")
     _common(top)
     top.add_argument("what", choices=["spend", "waste", "models", "tools", "failures", "traces", "judge",
-                                      "signatures", "reviews", "runs"])
+                                      "signatures", "reviews", "runs", "mutes"])
     top.add_argument("--since", default="24h", help="a duration back from now (24h, 7d) or a UTC time (default: 24h)")
     top.add_argument("--until", default="now", help="now, a duration back from now, or a UTC time (default: now)")
     top.add_argument("--service", help="only this service")
@@ -430,6 +438,19 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("--note", default="", help="why, in a line (shown beside the mode's figures)")
     review.add_argument("--by", help="the reviewer (default: the user running the command)")
     review.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
+    for name, what in (("mute", "keep a known problem (a failure signature, from `top signatures`, `show` or the "
+                                "run page) out of the alerting series: its findings are still stored, and counted "
+                                "in mast_muted_failure_mode_traces_total"),
+                       ("unmute", "count a muted failure signature in the alerting series again")):
+        mute = sub.add_parser(name, help=what)
+        _common(mute)
+        mute.add_argument("signature", metavar="SIGNATURE", help="16 hexadecimal digits")
+        if name == "mute":
+            mute.add_argument("--for", dest="for_", metavar="DURATION", default="", help="how long (7d, 12h; "
+                              "default: until unmuted)")
+        mute.add_argument("--note", default="", help="why, in a line (shown with the mute)")
+        mute.add_argument("--by", help="who (default: the user running the command)")
+        mute.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
     dashboards = sub.add_parser("dashboards", help="write the Grafana dashboards and provisioning files")
     _common(dashboards)
     dashboards.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -513,7 +534,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mastwatch: {e}", file=sys.stderr)
         return 2
     commands = {"serve": cmd_serve, "replay": cmd_replay, "eval": cmd_eval, "demo": cmd_demo, "schema": cmd_schema,
-                "top": cmd_top, "show": cmd_show, "review": cmd_review, "dashboards": cmd_dashboards,
+                "top": cmd_top, "show": cmd_show, "review": cmd_review, "mute": cmd_mute, "unmute": cmd_mute,
+                "dashboards": cmd_dashboards,
                 "rules": cmd_rules, "report": cmd_report, "docs": cmd_docs}
     try:
         return commands[args.command](args, config)

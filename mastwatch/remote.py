@@ -3,7 +3,8 @@
 chDB lets one process open a data directory: while `mastwatch serve` or `demo` writes the store, another process
 cannot read it. The server answers the same queries on its metrics port instead (with its bearer token check):
 `GET /v1/top/<query>?<filters>` (the rows, as JSON) and `GET /v1/runs/<trace id>` (the run as the store holds it),
-and takes `mastwatch review`'s reviews: `POST /v1/reviews` with a JSON object (`Review.from_json`).
+and takes `mastwatch review`'s reviews, `POST /v1/reviews` with a JSON object (`Review.from_json`), and `mastwatch
+mute`'s and `unmute`'s, `POST /v1/mutes` (`Mute.from_json`).
 A reader names the store it means (`store=<absolute path>`): the server at the configured endpoint may be another
 one, holding another store, and answers it 409 rather than with rows that are not the store's.
 """
@@ -25,6 +26,7 @@ from typing import Any, TypeVar
 from mastwatch.config import Config
 from mastwatch.exporter.store.chdb_engine import StoreInUse
 from mastwatch.exporter.store.engine import Engine
+from mastwatch.exporter.store.mutes import MUTES_PATH, Mute, SignatureNotStored, set_mute
 from mastwatch.exporter.store.queries import QUERIES, Filters, StoredRun, TableMissing, run, stored_run, trace_id_of
 from mastwatch.exporter.store.reviews import REVIEWS_PATH, Review, ReviewRefused, RunNotStored, add_review
 
@@ -108,8 +110,48 @@ def write_review(engine: Engine, database: str, review: Review) -> tuple[int, li
 def take_review(engine: Engine, database: str, store_path: str | None,
                 form: Callable[[bytes, Mapping[str, str]], Reply] | None = None) -> Callable[
         [str, Mapping[str, str], bytes, Mapping[str, str]], Reply]:
-    """The server's side of `POST /v1/reviews`, for a request's query, body and headers: a JSON review (what
-    `mastwatch review` sends), or a form, answered by `form` (the run page's: dashboards/trace_page.py)."""
+    """The server's side of `POST /v1/reviews`: a JSON review (what `mastwatch review` sends), or a form, answered
+    by `form` (the run page's: dashboards/trace_page.py)."""
+    def take(body: Any) -> tuple[int, Any]:
+        review = Review.from_json(body)
+        status, written = write_review(engine, database, review)
+        return (200, {**asdict(review), "bases": written}) if status == 200 else (status, written)
+
+    return _taking(store_path, "review", take, form)
+
+
+def write_mute(engine: Engine, database: str, mute: Mute) -> tuple[int, str]:
+    """Write `mute`: (200, ""), or (the HTTP status, why it was not written)."""
+    try:
+        set_mute(engine, database, mute)
+    except SignatureNotStored as e:
+        return 404, str(e)
+    except TableMissing as e:
+        return 503, str(e)
+    return 200, ""
+
+
+def take_mute(engine: Engine, database: str, store_path: str | None, applied: Callable[[], object],
+              form: Callable[[bytes, Mapping[str, str]], Reply] | None = None) -> Callable[
+        [str, Mapping[str, str], bytes, Mapping[str, str]], Reply]:
+    """The server's side of `POST /v1/mutes`: a JSON mute (what `mastwatch mute` and `unmute` send), or the run
+    page's form (`form`); `applied` is called after each one written (the server reads its mutes again)."""
+    def take(body: Any) -> tuple[int, Any]:
+        mute = Mute.from_json(body)
+        status, why = write_mute(engine, database, mute)
+        if status != 200:
+            return status, why
+        applied()
+        return 200, mute.to_json()
+
+    return _taking(store_path, "mute", take, form)
+
+
+def _taking(store_path: str | None, what: str, take: Callable[[Any], tuple[int, Any]],
+            form: Callable[[bytes, Mapping[str, str]], Reply] | None) -> Callable[
+        [str, Mapping[str, str], bytes, Mapping[str, str]], Reply]:
+    """A POST handler, for a request's query, body and headers: a JSON object given to `take` (ValueError: 400;
+    else its status and reply, an error's as {"error": ...}), or a form given to `form`."""
     def post(path: str, query: Mapping[str, str], data: bytes, headers: Mapping[str, str]) -> Reply:
         refused = other_store(store_path, query)
         if refused is not None:
@@ -117,16 +159,13 @@ def take_review(engine: Engine, database: str, store_path: str | None,
         kind = headers.get("Content-Type", "").split(";")[0].strip().lower()
         if kind == "application/x-www-form-urlencoded" and form is not None:
             return form(data, headers)
-        if kind != "application/json":  # a cross-site form cannot send this type: no forged review
-            return 415, {"error": "send the review as application/json"}, {}
+        if kind != "application/json":  # a cross-site form cannot send this type: nothing forged is taken
+            return 415, {"error": f"send the {what} as application/json"}, {}
         try:
-            review = Review.from_json(json.loads(data or b"null"))
+            status, reply = take(json.loads(data or b"null"))
         except ValueError as e:  # JSONDecodeError included
             return 400, {"error": str(e)}, {}
-        status, written = write_review(engine, database, review)
-        if status != 200:
-            return status, {"error": written}, {}
-        return 200, {**asdict(review), "bases": written}, {}
+        return (status, reply, {}) if status == 200 else (status, {"error": reply}, {})
 
     return post
 
@@ -135,6 +174,12 @@ def send_review(config: Config, review: Review) -> dict[str, Any]:
     """Post `review` to the server at the configured metrics endpoint (it holds the store); its reply."""
     query = urllib.parse.urlencode({"store": _store(config)})
     return _request(config, f"{REVIEWS_PATH}?{query}", json.dumps(asdict(review)).encode())
+
+
+def send_mute(config: Config, mute: Mute) -> dict[str, Any]:
+    """Post `mute` to the server at the configured metrics endpoint (it holds the store); its reply."""
+    query = urllib.parse.urlencode({"store": _store(config)})
+    return _request(config, f"{MUTES_PATH}?{query}", json.dumps(mute.to_json()).encode())
 
 
 def on_store(config: Config, command: str, local: Callable[[Engine], T], ask: Callable[[], T],

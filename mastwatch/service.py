@@ -9,7 +9,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mastwatch import remote
@@ -26,6 +26,7 @@ from mastwatch.exporter.prometheus import JudgeMetrics, PrometheusExporter
 from mastwatch.exporter.recent import RecentFindings
 from mastwatch.exporter.signatures import NewSignatures, SignatureRefresh
 from mastwatch.exporter.store import StoreExporter
+from mastwatch.exporter.store.mutes import MUTES_PATH, muted_signatures
 from mastwatch.exporter.store.reviews import REVIEWS_PATH
 from mastwatch.exporter.webhook import WebhookNotifier
 
@@ -66,7 +67,7 @@ class Service:
                                              api={recent.PATH: self.recent.answer},
                                              views={trace_page.PATH: self._trace_page},
                                              queries={remote.TOP_PATH: self._query, remote.RUN_PATH: self._query},
-                                             posts={REVIEWS_PATH: self._review},
+                                             posts={REVIEWS_PATH: self._review, MUTES_PATH: self._mute},
                                              watched_modes=((watched.code, watched.category),))
         self.webhooks = WebhookNotifier(config.exporters.webhooks, self.prometheus.registry) \
             if config.exporters.webhooks else None
@@ -80,6 +81,9 @@ class Service:
         self._take_review = remote.take_review(
             self.store.engine, store.database, store.path if store.engine == "chdb" else None,
             trace_page.review_form(self.store.engine, store.database)) if self.store else None
+        self._take_mute = remote.take_mute(
+            self.store.engine, store.database, store.path if store.engine == "chdb" else None, self.read_mutes,
+            trace_page.mute_form(self.store.engine, store.database, self.read_mutes)) if self.store else None
         self._trace_view = trace_page.view(self.store.engine, config.exporters.store.database,
                                            config.exporters.store.steps, config.dashboards.trace_url) \
             if self.store is not None else None
@@ -95,7 +99,8 @@ class Service:
             # signature seen longer ago than that and two refreshes has no run the last read did not count
             window = 2 * refresh + config.processor.max_trace_age + config.processor.decision_wait + 60
             self.signature_refresh = SignatureRefresh(
-                new_signatures, functools.partial(self.store.known_signatures, seen_within=window), refresh)
+                new_signatures, functools.partial(self.store.known_signatures, seen_within=window), refresh,
+                also=self.read_mutes)
         if config.exporters.evaluations.enabled:
             exporters.append(EvaluationEventsExporter(config.exporters.evaluations))
         self.judge = None
@@ -111,6 +116,7 @@ class Service:
                 else None})
         listeners: list[LiveListener] = [self.recent, *([self.webhooks] if self.webhooks else [])]
         self.processor = Processor(processor, exporters, telemetry, self.judge, listeners)
+        self.read_mutes()
         # what the previous process had acknowledged and not classified, but for traces the store has rows of
         self.processor.recover(self.store.holding if self.store is not None else None)
         r = config.receiver
@@ -128,6 +134,15 @@ class Service:
             raise
         self.metrics_address: tuple[str, int] | None = None
         self._stopped = threading.Event()
+
+    def read_mutes(self) -> None:
+        """Give the processor the signatures muted now in the store (a store that cannot answer changes nothing)."""
+        if self.store is None:
+            return
+        try:
+            self.processor.muted = muted_signatures(self.store.engine, self.config.exporters.store.database)
+        except Exception as e:
+            log.warning("store: cannot read the muted failure signatures (%s)", e)
 
     def _trace_page(self, path: str) -> tuple[int, str]:
         """GET /traces/<trace id>: the run's page, read from the store (on a thread of the metrics server)."""
@@ -150,12 +165,22 @@ class Service:
                 headers: Mapping[str, str]) -> remote.Reply:
         """POST /v1/reviews: what `mastwatch review` sends while this process holds the store, and the run page's
         review forms."""
-        if self._take_review is None:
+        return self._write("review", self._take_review, path, query, data, headers)
+
+    def _mute(self, path: str, query: Mapping[str, str], data: bytes, headers: Mapping[str, str]) -> remote.Reply:
+        """POST /v1/mutes: what `mastwatch mute` and `unmute` send while this process holds the store, and the run
+        page's mute forms."""
+        return self._write("mute", self._take_mute, path, query, data, headers)
+
+    @staticmethod
+    def _write(what: str, take: Callable[[str, Mapping[str, str], bytes, Mapping[str, str]], remote.Reply] | None,
+               path: str, query: Mapping[str, str], data: bytes, headers: Mapping[str, str]) -> remote.Reply:
+        if take is None:
             return 404, {"error": "this mastwatch keeps no store (exporters.store.enabled is false)"}, {}
         try:
-            return self._take_review(path, query, data, headers)
+            return take(path, query, data, headers)
         except Exception as e:  # the store not reachable
-            log.warning("cannot write a review to the store (%s)", e)
+            log.warning("cannot write a %s to the store (%s)", what, e)
             return 503, {"error": f"the store cannot be written now: {e}"}, {}
 
     def start(self) -> None:

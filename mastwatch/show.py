@@ -123,8 +123,11 @@ def format_run(stored: StoredRun) -> str:
             lines.append(f"{INDENT * 2}reason: {f['reason']}")
             if f["evidence"]:
                 lines.append(f"{INDENT * 2}evidence: {' '.join(f['evidence'])}")
-            if f["signature"] in stored.recurrence:
-                lines.append(f"{INDENT * 2}{recurrence_line(stored.recurrence[f['signature']])}")
+            recurrence = stored.recurrence.get(f["signature"])
+            if recurrence is not None:
+                lines.append(f"{INDENT * 2}{recurrence_line(f['signature'], recurrence)}")
+                if "mute" in recurrence:
+                    lines.append(f"{INDENT * 2}{mute_line(recurrence['mute'])}")
     else:
         lines.append("findings: none")
     if stored.reviews:
@@ -134,13 +137,22 @@ def format_run(stored: StoredRun) -> str:
     return "\n".join(lines)
 
 
-def recurrence_line(recurrence: dict[str, Any]) -> str:
-    """'the same problem: 42 runs since 2026-05-01 12:00:00.000 UTC; reviewed 3 confirmed, 5 dismissed'."""
+def recurrence_line(signature: str, recurrence: dict[str, Any]) -> str:
+    """'the same problem (signature 0123456789abcdef): 42 runs since 2026-05-01 12:00:00.000 UTC; reviewed 3
+    confirmed, 5 dismissed'."""
     runs = int(recurrence["runs"])
     seen = "this run only" if runs <= 1 else f"{plural(runs, 'run')} since {when(recurrence['first_ns'])}"
     confirmed, dismissed = int(recurrence["confirmed"] or 0), int(recurrence["dismissed"] or 0)
     reviewed = f"; reviewed {confirmed} confirmed, {dismissed} dismissed" if confirmed or dismissed else ""
-    return f"the same problem (its signature): {seen}{reviewed}"
+    return f"the same problem (signature {signature}): {seen}{reviewed}"
+
+
+def mute_line(mute: dict[str, Any]) -> str:
+    """'muted by ana since 2026-05-01 12:00:00.000 (until 2026-05-08 12:00:00.000): polls by design'."""
+    by = f" by {mute['muted_by']}" if mute["muted_by"] else ""
+    until = f" (until {mute['muted_until']})" if mute["muted_until"] else ""
+    note = f": {mute['note']}" if mute["note"] else ""
+    return f"muted{by} since {mute['muted_at']}{until}{note}: not counted in the alerting series"
 
 
 def review_line(review: dict[str, Any]) -> str:

@@ -310,7 +310,7 @@ def test_the_server_serves_the_trace_page_with_the_metrics_token(start_server) -
     assert status == 303 and headers["Location"] == f"/traces/{failing.trace_id}#finding-{code}"
     page = get(failing.trace_id)[1]
     assert f"Reviewed: {code} dismissed, 20" in page and ": a &lt;poll&gt;" in page
-    assert '<div class="note">the same problem (its signature): ' in page  # how often it recurs, and its reviews
+    assert '<div class="note">the same problem (signature ' in page  # how often it recurs, and its reviews
     status, _, body = form({**fields, "verdict": "missed"})
     assert status == 409 and "Review not recorded" in body and "confirm or dismiss it" in body
     assert f'<a href="/traces/{failing.trace_id}">Back to the run</a>' in body

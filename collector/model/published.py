@@ -13,7 +13,8 @@ from .waste import Waste
 
 @dataclass(init=False)  # __init__ written out: it is compiled, a generated one is not
 class Increment:
-    """New facts about one trace for the counters: modes first shown, repeated steps and their waste."""
+    """New facts about one trace for the counters: modes first shown (`muted`: those first shown by a finding whose
+    signature is muted, counted apart), repeated steps and their waste."""
 
     service: str
     agent: str
@@ -21,11 +22,14 @@ class Increment:
     repeated_by_tool: dict[str, int]
     wasted_tokens: dict[tuple[str, str], int]
     wasted_cost: dict[str, float]
+    muted: list[FailureMode]
 
     def __init__(self, service: str, agent: str, modes: list[FailureMode], repeated_by_tool: dict[str, int],
-                 wasted_tokens: dict[tuple[str, str], int], wasted_cost: dict[str, float]) -> None:
+                 wasted_tokens: dict[tuple[str, str], int], wasted_cost: dict[str, float],
+                 muted: list[FailureMode] | None = None) -> None:
         self.service, self.agent, self.modes = service, agent, modes
         self.repeated_by_tool, self.wasted_tokens, self.wasted_cost = repeated_by_tool, wasted_tokens, wasted_cost
+        self.muted = [] if muted is None else muted
 
 
 @dataclass(init=False)

@@ -58,13 +58,14 @@ class Verdict:
     not_assessed: list[str]  # modes no detector (or judge) looked for
     trace_steps: list[Step]  # the run's steps, as they arrived, for the store's step rows (not in the JSON)
     model_calls: dict[str, tuple[int, float]]  # model -> (inference calls, their seconds); not in the JSON
+    muted: list[str]  # the modes whose finding's signature is muted: known, and not to alert on
 
     def __init__(self, trace_id: str, service: str, agent: str, models: list[str], started_at_ns: int,
                  ended_at_ns: int, steps: int, llm_calls: int, tool_calls: int, input_tokens: int, output_tokens: int,
                  cost_usd: float, findings: dict[str, Finding], waste: Waste, completion: str = "complete",
                  tokens: dict[tuple[str, str], int] | None = None, cost: dict[str, float] | None = None,
                  not_assessed: list[str] | None = None, trace_steps: list[Step] | None = None,
-                 model_calls: dict[str, tuple[int, float]] | None = None) -> None:
+                 model_calls: dict[str, tuple[int, float]] | None = None, muted: list[str] | None = None) -> None:
         self.trace_id, self.service, self.agent, self.models = trace_id, service, agent, models
         self.started_at_ns, self.ended_at_ns, self.steps = started_at_ns, ended_at_ns, steps
         self.llm_calls, self.tool_calls, self.input_tokens, self.output_tokens = (llm_calls, tool_calls, input_tokens,
@@ -75,6 +76,12 @@ class Verdict:
         self.not_assessed = [] if not_assessed is None else not_assessed
         self.trace_steps = [] if trace_steps is None else trace_steps
         self.model_calls = {} if model_calls is None else model_calls
+        self.muted = [] if muted is None else muted
+
+    @property
+    def failing(self) -> bool:
+        """Whether the run counts as failing: it has a finding whose signature is not muted."""
+        return len(self.findings) > len(self.muted)
 
     @property
     def wasted_cost_usd(self) -> float:
@@ -103,6 +110,7 @@ class Verdict:
             "wasted_output_tokens": self.waste.token_total("output"),
             "wasted_cost_usd": round(float(self.wasted_cost_usd), 8),
             "not_assessed": self.not_assessed,
+            **({"muted": self.muted} if self.muted else {}),
         }
 
     def to_json(self) -> str:

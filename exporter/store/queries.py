@@ -311,12 +311,50 @@ _SIGNATURE_REVIEWS = """(SELECT f.signature AS signature, countIf(v.verdict = 'c
     USING (trace_id, failure_mode)
     GROUP BY signature)"""
 
+# --- muted signatures -----------------------------------------------------------------------------------------
+
+NO_END = "toDateTime64('2262-01-01 00:00:00', 9, 'UTC')"  # a mute without an end (DateTime64's last years)
+
+# Each signature's latest mute or unmute: whether it is muted, since when, until when, by whom and why.
+LATEST_MUTES = """\
+SELECT signature, argMax(failure_mode, changed_at) AS mode, argMax(service, changed_at) AS service_name,
+       argMax(agent, changed_at) AS agent_name, argMax(muted, changed_at) AS is_muted,
+       argMax(until, changed_at) AS ends, max(changed_at) AS changed, argMax(changed_by, changed_at) AS muted_by,
+       argMax(note, changed_at) AS why
+FROM {db}.mast_mutes
+GROUP BY signature"""
+
+# The signatures muted now, with their mute's fields (<which>: the signatures wanted).
+_MUTED_NOW = f"""(SELECT signature, mode, service_name, agent_name, changed, ends, muted_by, why,
+           if(ends >= {NO_END}, '', toString(toDateTime64(ends, 3))) AS until_text
+    FROM ({LATEST_MUTES}) WHERE is_muted AND ends > now64(9) AND <which>)"""
+
+# `mastwatch top mutes`: the signatures muted now, the latest first, with the runs each has shown in since (whatever
+# the time range: a mute is not of a range).
+MUTES = Query(f"""\
+SELECT m.signature AS signature, m.mode AS mode, m.service_name AS service_name, m.agent_name AS agent_name,
+       toString(toDateTime64(m.changed, 3)) AS muted_at, m.until_text AS muted_until, m.muted_by AS muted_by,
+       uniqExactIf(f.trace_id, f.started_at >= m.changed) AS runs_since, m.why AS note
+FROM {_MUTED_NOW.replace("<which>", "1 = 1")} AS m
+LEFT JOIN (SELECT signature, trace_id, started_at FROM {{db}}.mast_findings
+           WHERE signature GLOBAL IN (SELECT signature FROM {{db}}.mast_mutes)) AS f ON f.signature = m.signature
+GROUP BY m.signature, m.mode, m.service_name, m.agent_name, m.changed, m.until_text, m.muted_by, m.why
+ORDER BY m.changed DESC, m.signature
+LIMIT {{limit}}""")
+
+# A run's findings' signatures muted now.
+RUN_MUTES = f"""\
+SELECT signature, toString(toDateTime64(changed, 3)) AS muted_at, until_text AS muted_until, muted_by, why AS note
+FROM {_MUTED_NOW.replace("<which>", "signature IN {signatures:Array(String)}")}"""
+
 SIGNATURES = Query("""\
 SELECT s.signature AS signature, s.failure_mode AS mode, s.service AS service_name, s.agent AS agent_name,
        r.runs_in_range AS runs_in_range, s.all_runs AS runs_all_time,
        toString(toDateTime64(s.first, 3)) AS first_seen_at, toString(toDateTime64(s.last, 3)) AS last_seen_at,
        round(s.wasted, 6) AS wasted_usd, s.model_list AS model_list, s.example AS trace_id,
-       rv.n_confirmed AS confirmed_reviews, rv.n_dismissed AS dismissed_reviews, s.sample_reason AS latest_reason
+       rv.n_confirmed AS confirmed_reviews, rv.n_dismissed AS dismissed_reviews,
+       if(mu.signature = '', 'no', if(mu.until_text = '', 'yes', concat('until ', mu.until_text))) AS muted,
+       s.sample_reason AS latest_reason
 FROM (SELECT signature, failure_mode, service, agent, uniqMerge(runs) AS all_runs, min(first_seen) AS first,
              max(last_seen) AS last, sum(wasted_cost_usd) AS wasted, groupUniqArrayArray(models) AS model_list,
              arraySort(groupUniqArrayMerge(5)(examples))[1] AS example, anyLast(reason) AS sample_reason
@@ -327,13 +365,15 @@ INNER JOIN (SELECT signature, uniqExact(trace_id) AS runs_in_range
             WHERE {rows} AND signature != '' AND {modes}
             GROUP BY signature) AS r ON s.signature = r.signature
 LEFT JOIN <reviews> AS rv ON s.signature = rv.signature
+LEFT JOIN <mutes> AS mu ON s.signature = mu.signature
 WHERE s.first >= {new_since}
 ORDER BY runs_in_range DESC, s.last DESC, s.signature
-LIMIT {limit}""".replace("<reviews>", _SIGNATURE_REVIEWS.replace("<which>", "signature != ''")))
+LIMIT {limit}""".replace("<reviews>", _SIGNATURE_REVIEWS.replace("<which>", "signature != ''")).replace(
+    "<mutes>", _MUTED_NOW.replace("<which>", "1 = 1")))
 
 QUERIES = {"spend": SPEND_BY_MODEL, "waste": WASTE, "models": WASTE_BY_MODEL, "tools": WASTE_BY_TOOL,
            "failures": FAILURES, "traces": TRACES, "judge": JUDGE_VERDICTS, "signatures": SIGNATURES,
-           "reviews": REVIEWS, "runs": LONGEST_RUNS}
+           "reviews": REVIEWS, "runs": LONGEST_RUNS, "mutes": MUTES}
 
 
 @dataclass(frozen=True)
@@ -491,7 +531,8 @@ class StoredRun:
     """One run as the store holds it: its mast_traces row, its findings (the judge's too) and its steps in start
     order; `no_steps` says why a run has no step rows; `spend`, its calls and USD per model (none for runs stored
     before schema version 7); `reviews`, people's latest word on each mode reviewed; `recurrence`, by signature of
-    its findings, the runs that showed it and when first, and their reviews (confirmed, dismissed)."""
+    its findings, the runs that showed it and when first, their reviews (confirmed, dismissed) and, when it is muted
+now, its mute (`mute`: muted_at, muted_until, muted_by, note)."""
 
     run: dict[str, Any]
     findings: list[dict[str, Any]]
@@ -545,6 +586,10 @@ def stored_run(engine: Engine, database: str, trace_id: str, steps_setting: str 
         if signatures:
             recurrence = {r.pop("signature"): r for r in engine.query(RUN_SIGNATURES.replace("{db}", database),
                                                                       {"signatures": signatures})}
+        if signatures and "mast_mutes" in tables:
+            for mute in engine.query(RUN_MUTES.replace("{db}", database), {"signatures": signatures}):
+                if mute["signature"] in recurrence:
+                    recurrence[mute.pop("signature")]["mute"] = mute
     if "mast_steps" not in tables:
         return StoredRun(run, findings, [], "this store has no table of steps yet: a mastwatch serve of schema "
                          f"version {STEPS_VERSION} or later adds it, and keeps the steps of the runs stored then on",

@@ -26,7 +26,7 @@ from mastwatch.collector.model.judgement import Judgement
 from mastwatch.collector.model.modes import MODES
 from mastwatch.collector.model.steps import LLM
 from mastwatch.collector.model.verdict import Verdict, rfc3339_ns
-from mastwatch.collector.signature import signature
+from mastwatch.collector.signature import finding_signature
 from mastwatch.collector.spend import price
 
 from .queue import Batch
@@ -113,9 +113,7 @@ def finding_rows(v: Verdict | Judgement, rows: list[list[Any]], quotes: Quotes =
     for code, f in sorted(v.findings.items()):
         mode = MODES[code]
         reason = f.reason if quotes is None or not f.quote else f"{f.reason}: {quotes(f.quote)}"
-        # the judge's answers are another view of the same runs, not a problem of their own
-        grouped = signature(v.agent, code, tuple(s.tool or "" for s in f.repeated), f.reason) \
-            if f.basis != "judge" else ""
+        grouped = finding_signature(v.agent, code, f)
         wasted = 0.0
         if isinstance(v, Verdict):
             for r in v.waste.steps:

@@ -1,6 +1,6 @@
 """ClickHouse tables of verdicts, findings, repeated steps, the judge's assessments, the steps of runs, their spend
-per model and people's reviews of findings, their versioned migrations, and the DDL for one server (MergeTree) or a
-cluster (ReplicatedMergeTree plus Distributed tables).
+per model, people's reviews of findings and the failure signatures muted, their versioned migrations, and the DDL
+for one server (MergeTree) or a cluster (ReplicatedMergeTree plus Distributed tables).
 
 Trace ids are lowercase hex, as in the `otel_traces` table of the OpenTelemetry Collector's ClickHouse
 exporter (TraceId), so the two join. Every table is partitioned by day and ordered for the dashboards'
@@ -32,6 +32,7 @@ SIGNATURES = "mast_signatures"
 STEPS = "mast_steps"
 MODEL_SPEND = "mast_model_spend"
 REVIEWS = "mast_reviews"
+MUTES = "mast_mutes"
 MIGRATIONS_TABLE = "mast_schema_migrations"
 
 # Blocks whose deduplication tokens a plain MergeTree remembers: a retried batch with the same token is
@@ -302,6 +303,26 @@ def _signatures(layout: Layout) -> list[str]:
     return statements
 
 
+def _mutes(layout: Layout) -> list[str]:
+    """mast_mutes: one row each time a person mutes a failure signature (a known problem not to alert on) or
+    unmutes it, with the signature's mode, service and agent; the latest row of a signature says whether it is
+    muted now (and until when). Like mast_signatures it has no TTL, and on a cluster it is sharded by signature."""
+    on_cluster = layout.on_cluster()
+    engine = "ReplicatedMergeTree" if layout.cluster else "MergeTree"
+    statements = [
+        f"CREATE TABLE IF NOT EXISTS {layout.storage(MUTES)}{on_cluster} (\n"
+        "    signature String,\n    failure_mode LowCardinality(String),\n    service LowCardinality(String),\n"
+        "    agent LowCardinality(String),\n    muted Bool,\n    until DateTime64(9, 'UTC'),\n"
+        "    changed_at DateTime64(9, 'UTC'),\n    changed_by LowCardinality(String),\n"
+        "    note String CODEC(ZSTD(3))\n"
+        f") ENGINE = {engine}\nORDER BY (signature, changed_at)"]
+    if layout.cluster:
+        statements.append(
+            f"CREATE TABLE IF NOT EXISTS {layout.database}.{MUTES}{on_cluster} AS {layout.storage(MUTES)}\n"
+            f"ENGINE = Distributed({quote(layout.cluster)}, {layout.database}, {MUTES}_local, cityHash64(signature))")
+    return statements
+
+
 MIGRATIONS = (
     Migration(1, "verdicts and findings", lambda layout: create_table(TABLES[TRACES], layout, dedup=False)
               + create_table(TABLES[FINDINGS], layout, dedup=False)),
@@ -312,6 +333,7 @@ MIGRATIONS = (
     Migration(6, "the steps of runs", lambda layout: create_table(TABLES[STEPS], layout)),
     Migration(7, "spend per run and model", lambda layout: create_table(TABLES[MODEL_SPEND], layout)),
     Migration(8, "reviews of findings", lambda layout: create_table(TABLES[REVIEWS], layout)),
+    Migration(9, "muted failure signatures", _mutes),
 )
 VERSION = MIGRATIONS[-1].version
 

@@ -1,0 +1,131 @@
+"""Mutes: a failure signature (a recurring problem, `collector.signature`) that people know of and do not want to be
+alerted on, such as an agent that polls by design. Written to mast_mutes; the latest row of a signature says
+whether it is muted now, and until when.
+
+While a signature is muted, its findings still go to the store and still count in spend and waste (what they cost
+is real), but not in mast_failure_mode_traces_total or mast_failing_traces_total, which alerts read:
+mast_muted_failure_mode_traces_total counts them instead. Webhooks are not told of them. A running server reads
+the store's mutes at start and every `exporters.prometheus.signature_refresh`, and at once after a mute it takes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from mastwatch.collector.durations import parse_duration
+
+from .engine import Engine
+from .queries import LATEST_MUTES, NO_END, TableMissing, store_tables
+from .schema import MUTES, SIGNATURES
+
+MUTES_PATH = "/v1/mutes"  # where a server holding the store takes them (on its metrics port)
+SIGNATURE = re.compile(r"[0-9a-f]{16}")
+_DAYS = re.compile(r"(\d+(?:\.\d+)?)\s*d")  # a mute is for days, which configuration durations do not write
+MAX_NOTE = 2000
+MAX_NAME = 100
+MAX_SECONDS = 10 * 365 * 86_400  # a mute meant to last longer than this is meant to last: no end
+
+
+class SignatureNotStored(LookupError):
+    """The store has not seen the signature: nothing to mute."""
+
+
+@dataclass(frozen=True)
+class Mute:
+    """Mute `signature` (`muted` false: unmute it) for `seconds` (0: until unmuted)."""
+
+    signature: str
+    muted: bool = True
+    seconds: int = 0
+    changed_by: str = ""
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        """ValueError naming what is wrong; the signature is normalised (lowercase)."""
+        signature = self.signature.strip().lower()
+        if not SIGNATURE.fullmatch(signature):
+            raise ValueError(f"{self.signature!r} is not a failure signature: 16 hexadecimal digits (`mastwatch top "
+                             "signatures` lists them)")
+        object.__setattr__(self, "signature", signature)
+        if not 0 <= self.seconds <= MAX_SECONDS:
+            raise ValueError(f"a mute lasts from 1 second to {MAX_SECONDS // 86_400:,} days, or until unmuted")
+        if not self.muted and self.seconds:
+            raise ValueError("an unmute takes no duration")
+        if len(self.note) > MAX_NOTE:
+            raise ValueError(f"the note has {len(self.note):,} characters; at most {MAX_NOTE:,}")
+        if len(self.changed_by) > MAX_NAME:
+            raise ValueError(f"the name has {len(self.changed_by)} characters; at most {MAX_NAME}")
+
+    @classmethod
+    def from_json(cls, body: Any) -> Mute:
+        """From a JSON object: signature, and optionally muted (true), for (a duration: "7d"; none: until unmuted),
+        changed_by and note (ValueError)."""
+        if not isinstance(body, dict):
+            raise ValueError("the body must be a JSON object with a signature")
+        fields = {"signature", "muted", "for", "changed_by", "note"}
+        unknown = sorted(set(body) - fields)
+        if unknown:
+            raise ValueError(f"unknown field {', '.join(unknown)}; fields: {', '.join(sorted(fields))}")
+        if "signature" not in body:
+            raise ValueError("missing field signature")
+        if not isinstance(body.get("muted", True), bool):
+            raise ValueError("muted is true or false")
+        texts = {k: v for k, v in body.items() if k != "muted"}
+        if not all(isinstance(v, str) for v in texts.values()):
+            raise ValueError("signature, for, changed_by and note are strings")
+        return cls(body["signature"], body.get("muted", True), duration_seconds(body.get("for", "")),
+                   body.get("changed_by", ""), body.get("note", ""))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"signature": self.signature, "muted": self.muted, **({"for": f"{self.seconds}s"} if self.seconds
+                                                                        else {}),
+                "changed_by": self.changed_by, "note": self.note}
+
+
+def duration_seconds(text: str) -> int:
+    """Whole seconds of a duration ("90m", "12h", "7d"; "" for none: 0); ValueError when it is not one."""
+    if not text:
+        return 0
+    days = _DAYS.fullmatch(text.strip())
+    seconds = float(days.group(1)) * 86_400 if days else parse_duration(text)
+    if seconds < 1:
+        raise ValueError(f"{text!r}: a mute lasts at least a second")
+    return int(seconds)
+
+
+INSERT = f"""\
+INSERT INTO {{db}}.{MUTES} (signature, failure_mode, service, agent, muted, until, changed_at, changed_by, note)
+SELECT signature, failure_mode, service, agent, {{muted:Bool}},
+       if({{seconds:UInt32}} = 0, {NO_END}, now64(9) + toIntervalSecond({{seconds:UInt32}})), now64(9),
+       {{changed_by:String}}, {{note:String}}
+FROM {{db}}.{SIGNATURES}
+WHERE signature = {{signature:String}}
+LIMIT 1"""
+
+
+def _require(engine: Engine, database: str) -> None:
+    if MUTES not in store_tables(engine, database):
+        raise TableMissing(f"the store has no table {MUTES} yet: start this version's `mastwatch serve` (or demo) on "
+                           "it once to upgrade it")
+
+
+def set_mute(engine: Engine, database: str, mute: Mute) -> None:
+    """Write `mute` (TableMissing: a store not upgraded yet; SignatureNotStored: a signature it has not seen)."""
+    _require(engine, database)
+    params = {"signature": mute.signature}
+    if not engine.query(f"SELECT 1 FROM {database}.{SIGNATURES} WHERE signature = {{signature:String}} LIMIT 1",
+                        params):
+        raise SignatureNotStored(f"the store has seen no finding of signature {mute.signature}")
+    engine.command(INSERT.replace("{db}", database), {
+        **params, "muted": mute.muted, "seconds": mute.seconds, "changed_by": mute.changed_by, "note": mute.note})
+
+
+def muted_signatures(engine: Engine, database: str) -> frozenset[str]:
+    """The signatures muted now (none in a store without mast_mutes)."""
+    if MUTES not in store_tables(engine, database):
+        return frozenset()
+    rows = engine.query(f"SELECT signature FROM ({LATEST_MUTES}) WHERE is_muted AND ends > now64(9)".replace(
+        "{db}", database))
+    return frozenset(r["signature"] for r in rows)
