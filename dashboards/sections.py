@@ -154,13 +154,19 @@ def failure_store(grid: Grid, config: Config, scope: Dialect, fleet: bool) -> No
     if fleet:
         grid.add(table("Failure signatures", "Recurring problems: findings grouped by agent, mode, tools and reason "
                        "with its values masked. Runs in the range against all time (a new problem has both equal), "
-                       "first and last seen, waste, models, and an example trace (trace_id opens it).",
+                       "first and last seen, waste, models, an example trace (trace_id opens it), its reviews, "
+                       "and whether it is muted.",
                        [sql(q.SIGNATURES, db, scope)],
                        overrides=[override("first_seen_at", custom__width=190),
                                   override("last_seen_at", custom__width=190),
                                   override("wasted_usd", unit="currencyUSD", decimals=4),
                                   override("latest_reason", custom__width=420),
                                   trace_link(config.dashboards)], sort_by="runs_in_range"), 24, 9)
+        grid.add(table("Muted problems", "Failure signatures muted now (`mastwatch mute`, or the run page): known "
+                       "problems kept out of the alerting series, whatever the time range. Who muted each, until "
+                       "when, why, and the runs it has shown in since, which are stored and counted in "
+                       "mast_muted_failure_mode_traces_total instead.", [sql(q.MUTES, db, scope)],
+                       overrides=[override("note", custom__width=420)], sort_by="runs_since"), 24, 6)
     grid.add(table("Recent traces with findings", "The latest traces with findings: their modes, each mode's "
                    "basis and reason, the highest confidence, and the evidence span ids. trace_id opens the trace "
                    "in the trace UI (dashboards.trace_url).", [sql(q.RECENT_FAILING_TRACES, db, scope)],
