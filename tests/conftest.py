@@ -8,6 +8,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -96,6 +97,18 @@ class RunningServer:
         self.service.store.flush()
         return self.service.store.query(sql.format(db=self.service.config.exporters.store.database))
 
+    @property
+    def endpoint(self) -> str:
+        """The metrics port's host:port."""
+        return self.metrics_url.removeprefix("http://").removesuffix("/metrics")
+
+    def cli(self, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        """`mastwatch ARGS` on this server's store, beside it (so through it), run in `cwd`."""
+        return subprocess.run([sys.executable, "-m", "mastwatch.cli", *args, "--store-path",
+                               self.service.config.exporters.store.path, "--set",
+                               f"exporters.prometheus.endpoint={self.endpoint}"], capture_output=True, text=True,
+                              timeout=120, cwd=cwd)
+
 
 def server_config(tmp_path, **overrides: Any) -> Config:
     base = {"receiver": {"grpc": {"endpoint": "127.0.0.1:0"}, "http": {"endpoint": "127.0.0.1:0"}},
@@ -130,6 +143,19 @@ def start_server(tmp_path) -> Iterator[Callable[..., RunningServer]]:
 @pytest.fixture
 def server(start_server) -> RunningServer:
     return start_server()
+
+
+@pytest.fixture
+def store(tmp_path) -> Iterator[Any]:
+    """A chDB store holding `tests.test_store_queries.fill`'s verdicts (one per process at a time: a test that runs
+    the CLI on a store of its own closes this first)."""
+    from mastwatch.exporter.store import StoreConfig, StoreExporter
+    from tests.test_store_queries import fill
+
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
+    fill(store)
+    yield store
+    store.shutdown()
 
 
 @pytest.fixture

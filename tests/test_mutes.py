@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -20,17 +19,9 @@ from mastwatch.exporter.store import StoreConfig, StoreExporter
 from mastwatch.exporter.store.mutes import Mute, SignatureNotStored, muted_signatures, set_mute
 from mastwatch.exporter.store.queries import run, stored_run
 from tests.sdk_agents import agent_run, chat, provider, step
-from tests.test_store_queries import RANGE, fill
+from tests.test_store_queries import RANGE
 
 ONE = f"{1:032x}"  # fill(): 1 loops (FM-1.3)
-
-
-@pytest.fixture
-def store(tmp_path):
-    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
-    fill(store)
-    yield store
-    store.shutdown()
 
 
 def loop_signature(engine, trace_id: str = ONE) -> str:
@@ -110,13 +101,10 @@ def test_a_muted_problem_is_stored_and_counted_apart_while_the_server_runs(serve
     stored(1)
     (row,) = server.rows(f"SELECT signature FROM {{db}}.mast_findings WHERE trace_id = '{first}'")
     signature = row["signature"]
-    store = server.service.config.exporters.store.path
-    endpoint = server.metrics_url.removeprefix("http://").removesuffix("/metrics")
+    endpoint = server.endpoint
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "mastwatch.cli", *args, "--store-path", store, "--set",
-                               f"exporters.prometheus.endpoint={endpoint}"], capture_output=True, text=True,
-                              timeout=120, cwd=tmp_path)
+        return server.cli(*args, cwd=tmp_path)
 
     done = cli("mute", signature, "--for", "7d", "--by", "oncall", "--note", "polls by design")
     assert done.returncode == 0, done

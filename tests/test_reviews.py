@@ -12,21 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from mastwatch.exporter.store import StoreConfig, StoreExporter
 from mastwatch.exporter.store.queries import Filters, run, stored_run
 from mastwatch.exporter.store.reviews import Review, ReviewRefused, add_review
 from tests.sdk_agents import agent_run, provider, step
-from tests.test_store_queries import DAY, RANGE, T0, fill, filled_for_the_cli
+from tests.test_store_queries import DAY, RANGE, T0, filled_for_the_cli
 
 ONE, TWO, FOUR, FIVE = (f"{n:032x}" for n in (1, 2, 4, 5))  # fill(): 1 loops (FM-1.3, judged too), 4 FM-3.3, 5 clean
-
-
-@pytest.fixture
-def store(tmp_path):
-    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
-    fill(store)
-    yield store
-    store.shutdown()
 
 
 def by_mode(rows: list[dict]) -> dict[str, dict]:
@@ -158,13 +149,10 @@ def test_review_goes_through_the_server_that_holds_the_store(server, tmp_path: P
     tp.shutdown()
     trace_id = format(root.get_span_context().trace_id, "032x")
     server.wait_for(lambda: server.rows("SELECT count() AS n FROM {db}.mast_traces")[0]["n"] == 1)
-    store = server.service.config.exporters.store.path
-    endpoint = server.metrics_url.removeprefix("http://").removesuffix("/metrics")
+    endpoint = server.endpoint
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "mastwatch.cli", *args, "--store-path", store, "--set",
-                               f"exporters.prometheus.endpoint={endpoint}"], capture_output=True, text=True,
-                              timeout=120, cwd=tmp_path)
+        return server.cli(*args, cwd=tmp_path)
 
     done = cli("review", trace_id, "FM-1.3", "confirmed", "--by", "oncall", "--note", "looped on get_pods")
     assert done.returncode == 0 and done.stdout.strip() == f"{trace_id}: FM-1.3 finding (structure) confirmed by " \

@@ -38,14 +38,6 @@ def fill(store: StoreExporter) -> None:
     assert store.flush()
 
 
-@pytest.fixture
-def store(tmp_path):  # one chDB store per process at a time: not shared with the CLI test's
-    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
-    fill(store)
-    yield store
-    store.shutdown()
-
-
 RANGE = Filters(T0, T0 + DAY)
 
 

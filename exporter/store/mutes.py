@@ -18,13 +18,12 @@ from mastwatch.collector.durations import parse_duration
 
 from .engine import Engine
 from .queries import LATEST_MUTES, NO_END, TableMissing, store_tables
+from .reviews import check_note, json_object
 from .schema import MUTES, SIGNATURES
 
 MUTES_PATH = "/v1/mutes"  # where a server holding the store takes them (on its metrics port)
 SIGNATURE = re.compile(r"[0-9a-f]{16}")
 _DAYS = re.compile(r"(\d+(?:\.\d+)?)\s*d")  # a mute is for days, which configuration durations do not write
-MAX_NOTE = 2000
-MAX_NAME = 100
 MAX_SECONDS = 10 * 365 * 86_400  # a mute meant to last longer than this is meant to last: no end
 
 
@@ -53,23 +52,13 @@ class Mute:
             raise ValueError(f"a mute lasts from 1 second to {MAX_SECONDS // 86_400:,} days, or until unmuted")
         if not self.muted and self.seconds:
             raise ValueError("an unmute takes no duration")
-        if len(self.note) > MAX_NOTE:
-            raise ValueError(f"the note has {len(self.note):,} characters; at most {MAX_NOTE:,}")
-        if len(self.changed_by) > MAX_NAME:
-            raise ValueError(f"the name has {len(self.changed_by)} characters; at most {MAX_NAME}")
+        check_note(self.note, self.changed_by)
 
     @classmethod
     def from_json(cls, body: Any) -> Mute:
         """From a JSON object: signature, and optionally muted (true), for (a duration: "7d"; none: until unmuted),
         changed_by and note (ValueError)."""
-        if not isinstance(body, dict):
-            raise ValueError("the body must be a JSON object with a signature")
-        fields = {"signature", "muted", "for", "changed_by", "note"}
-        unknown = sorted(set(body) - fields)
-        if unknown:
-            raise ValueError(f"unknown field {', '.join(unknown)}; fields: {', '.join(sorted(fields))}")
-        if "signature" not in body:
-            raise ValueError("missing field signature")
+        body = json_object(body, ("signature",), ("muted", "for", "changed_by", "note"))
         if not isinstance(body.get("muted", True), bool):
             raise ValueError("muted is true or false")
         texts = {k: v for k, v in body.items() if k != "muted"}

@@ -24,6 +24,29 @@ MAX_NOTE = 2000  # characters: a line or two on why, not a report
 MAX_REVIEWER = 100
 
 
+def json_object(body: Any, required: tuple[str, ...], optional: tuple[str, ...]) -> dict[str, Any]:
+    """`body` when it is a JSON object with the `required` fields and no other than the `optional` ones
+    (ValueError naming what is wrong)."""
+    if not isinstance(body, dict):
+        raise ValueError(f"the body must be a JSON object with {' and '.join(required)}")
+    fields = {*required, *optional}
+    unknown = sorted(set(body) - fields)
+    if unknown:
+        raise ValueError(f"unknown field {', '.join(unknown)}; fields: {', '.join(sorted(fields))}")
+    missing = [f for f in required if f not in body]
+    if missing:
+        raise ValueError(f"missing field {', '.join(missing)}")
+    return body
+
+
+def check_note(note: str, name: str, what: str = "the name") -> None:
+    """ValueError when a person's note or name (`what`) is longer than a line or two."""
+    if len(note) > MAX_NOTE:
+        raise ValueError(f"the note has {len(note):,} characters; at most {MAX_NOTE:,}")
+    if len(name) > MAX_REVIEWER:
+        raise ValueError(f"{what} has {len(name)} characters; at most {MAX_REVIEWER}")
+
+
 class ReviewRefused(ValueError):
     """The review does not fit the run: a verdict that contradicts its findings."""
 
@@ -46,23 +69,12 @@ class Review:
         object.__setattr__(self, "failure_mode", mode_code(self.failure_mode))
         if self.verdict not in VERDICTS:
             raise ValueError(f"{self.verdict!r} is not a verdict: one of {', '.join(VERDICTS)}")
-        if len(self.note) > MAX_NOTE:
-            raise ValueError(f"the note has {len(self.note):,} characters; at most {MAX_NOTE:,}")
-        if len(self.reviewer) > MAX_REVIEWER:
-            raise ValueError(f"the reviewer's name has {len(self.reviewer)} characters; at most {MAX_REVIEWER}")
+        check_note(self.note, self.reviewer, "the reviewer's name")
 
     @classmethod
     def from_json(cls, body: Any) -> Review:
         """From a JSON object with trace_id, failure_mode, verdict and optionally reviewer and note (ValueError)."""
-        if not isinstance(body, dict):
-            raise ValueError("the body must be a JSON object with trace_id, failure_mode and verdict")
-        fields = {"trace_id", "failure_mode", "verdict", "reviewer", "note"}
-        unknown = sorted(set(body) - fields)
-        if unknown:
-            raise ValueError(f"unknown field {', '.join(unknown)}; fields: {', '.join(sorted(fields))}")
-        missing = [f for f in ("trace_id", "failure_mode", "verdict") if f not in body]
-        if missing:
-            raise ValueError(f"missing field {', '.join(missing)}")
+        body = json_object(body, ("trace_id", "failure_mode", "verdict"), ("reviewer", "note"))
         if not all(isinstance(v, str) for v in body.values()):
             raise ValueError("every field is a string")
         return cls(**body)
