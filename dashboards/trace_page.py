@@ -140,6 +140,8 @@ def _review_form(trace_id: str, modes: list[str], buttons: tuple[tuple[str, str]
 
 
 MUTE_FOR = (("1d", "for a day"), ("7d", "for a week"), ("30d", "for 30 days"), ("", "until unmuted"))
+MUTE_RUNS = (("", "however often it shows"), ("10", "or until 10 more runs show it"),
+             ("100", "or until 100 more runs show it"), ("1000", "or until 1,000 more runs show it"))
 
 
 def _recurrence(trace_id: str, signature: str, recurrence: dict[str, Any] | None, forms: bool) -> str:
@@ -159,7 +161,9 @@ def _recurrence(trace_id: str, signature: str, recurrence: dict[str, Any] | None
         form = f'<input type="hidden" name="muted" value="false">{who}<button>Unmute</button>'
     else:
         form = ('<select name="for" aria-label="for how long">'
-                + "".join(f'<option value="{v}">{label}</option>' for v, label in MUTE_FOR) + f"</select>{who}"
+                + "".join(f'<option value="{v}">{label}</option>' for v, label in MUTE_FOR)
+                + '</select><select name="runs" aria-label="until how many more runs">'
+                + "".join(f'<option value="{v}">{label}</option>' for v, label in MUTE_RUNS) + f"</select>{who}"
                 '<button>Mute this problem</button>')
     return f'{lines}<form class="review" method="post" action="{MUTES_PATH}">{hidden}{form}</form>'
 
@@ -264,7 +268,8 @@ def mute_form(engine: Engine, database: str, applied: Callable[[], object]) -> C
         fields["muted"] = fields.get("muted") != "false"
         try:
             trace_id = trace_id_of(trace_id)
-            mute = Mute.from_json(fields)
+            runs = fields.pop("runs", "")
+            mute = Mute.from_json({**fields, **({"runs": int(runs)} if runs else {})})
         except ValueError as e:
             return 400, error_page(str(e), title, back), {}
         status, why = write_mute(engine, database, mute)

@@ -252,8 +252,8 @@ def cmd_review(args: argparse.Namespace, config: Config) -> int:
 def cmd_mute(args: argparse.Namespace, config: Config) -> int:
     from mastwatch.mute import main_mute
 
-    return main_mute(config, args.signature, args.command == "mute", getattr(args, "for_", "") or "", args.note,
-                     args.by)
+    return main_mute(config, args.signature, args.command == "mute", getattr(args, "for_", "") or "",
+                     getattr(args, "runs", 0) or 0, args.note, args.by)
 
 
 def cmd_report(args: argparse.Namespace, config: Config) -> int:
@@ -448,6 +448,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "mute":
             mute.add_argument("--for", dest="for_", metavar="DURATION", default="", help="how long (7d, 12h; "
                               "default: until unmuted)")
+            mute.add_argument("--runs", type=_positive_int, metavar="N", help="until the problem has shown in N "
+                              "more runs (with --for: whichever comes first), so that one that grows pages again")
         mute.add_argument("--note", default="", help="why, in a line (shown with the mute)")
         mute.add_argument("--by", help="who (default: the user running the command)")
         mute.add_argument("--store-path", help="chDB data directory (exporters.store.path)")

@@ -148,9 +148,13 @@ def recurrence_line(signature: str, recurrence: dict[str, Any]) -> str:
 
 
 def mute_line(mute: dict[str, Any]) -> str:
-    """'muted by ana since 2026-05-01 12:00:00.000 (until 2026-05-08 12:00:00.000): polls by design'."""
+    """'muted by ana since 2026-05-01 12:00:00.000 (until 2026-05-08 12:00:00.000, or 100 more runs; 3 since): polls
+    by design: ...'."""
     by = f" by {mute['muted_by']}" if mute["muted_by"] else ""
-    until = f" (until {mute['muted_until']})" if mute["muted_until"] else ""
+    ends = ([f"until {mute['muted_until']}"] if mute["muted_until"] else []) + (
+        [f"{int(mute['until_runs']) - int(mute['runs_since'])} more runs"] if int(mute["until_runs"]) else [])
+    since = f"; {plural(int(mute['runs_since']), 'run')} since"
+    until = f" ({', or '.join(ends)}{since})" if ends else f" ({since[2:]})"
     note = f": {mute['note']}" if mute["note"] else ""
     return f"muted{by} since {mute['muted_at']}{until}{note}: not counted in the alerting series"
 

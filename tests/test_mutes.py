@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from mastwatch.collector.model.published import NO_INCREMENT
 from mastwatch.exporter.store import StoreConfig, StoreExporter
 from mastwatch.exporter.store.mutes import Mute, SignatureNotStored, muted_signatures, set_mute
 from mastwatch.exporter.store.queries import run, stored_run
 from tests.sdk_agents import agent_run, chat, provider, step
+from tests.test_store import make_verdict
 from tests.test_store_queries import RANGE
 
 ONE = f"{1:032x}"  # fill(): 1 loops (FM-1.3)
@@ -51,12 +53,25 @@ def test_the_latest_mute_or_unmute_of_a_signature_decides_and_a_mute_ends(store)
     assert "mute" not in stored_run(engine, "mastwatch", ONE).recurrence[loop]
     set_mute(engine, "mastwatch", Mute(loop, seconds=1))
     assert muted_signatures(engine, "mastwatch") == {loop}
-    assert run(engine, "mastwatch", "signatures", RANGE)[0]["muted"].startswith("until 20")
+    assert run(engine, "mastwatch", "signatures", RANGE)[0]["muted"].startswith("yes, until 20")
     time.sleep(1.2)
     assert muted_signatures(engine, "mastwatch") == frozenset()  # it ended
-    history = engine.query("SELECT muted, changed_by FROM mastwatch.mast_mutes ORDER BY changed_at")
-    assert history == [{"muted": True, "changed_by": "ana"}, {"muted": False, "changed_by": "bo"},
-                       {"muted": True, "changed_by": ""}]
+    set_mute(engine, "mastwatch", Mute(loop, runs=2, note="until it grows"))
+    for n, still in ((7, True), (8, False)):  # the same problem in new runs: the second ends the mute
+        store.export_verdicts([make_verdict(n, "ops", "sre-bot", time.time_ns(), ("kubectl",))], [NO_INCREMENT])
+        assert store.flush()
+        assert (muted_signatures(engine, "mastwatch") == {loop}) is still
+        if still:
+            (row,) = run(engine, "mastwatch", "mutes", RANGE)
+            assert (row["until_runs"], row["runs_since"], row["muted_until"]) == (2, 1, "")
+            assert stored_run(engine, "mastwatch", ONE).recurrence[loop]["mute"]["runs_since"] == 1
+            assert {r["signature"]: r for r in run(engine, "mastwatch", "signatures", RANGE)}[loop]["muted"] == \
+                "yes, for 1 more runs"
+    history = engine.query("SELECT muted, changed_by, max_runs FROM mastwatch.mast_mutes ORDER BY changed_at")
+    assert history == [{"muted": True, "changed_by": "ana", "max_runs": 0},
+                       {"muted": False, "changed_by": "bo", "max_runs": 0},
+                       {"muted": True, "changed_by": "", "max_runs": 0},
+                       {"muted": True, "changed_by": "", "max_runs": 2}]
     (row,) = engine.query("SELECT service, agent, failure_mode FROM mastwatch.mast_mutes LIMIT 1")
     assert (row["agent"], row["failure_mode"]) == ("sre-bot", "FM-1.3")  # the signature's, from mast_signatures
 
@@ -69,6 +84,9 @@ def test_a_mute_that_names_no_stored_signature_or_is_malformed_is_refused(store)
                           ({"signature": "0" * 16, "for": "soon"}, "duration"),
                           ({"signature": "0" * 16, "for": "0s"}, "at least a second"),
                           ({"signature": "0" * 16, "muted": False, "for": "1d"}, "an unmute takes no duration"),
+                          ({"signature": "0" * 16, "muted": False, "runs": 5}, "and no runs"),
+                          ({"signature": "0" * 16, "runs": "5"}, "runs is a whole number"),
+                          ({"signature": "0" * 16, "runs": -1}, "from 1 to"),
                           ({"signature": "0" * 16, "muted": "no"}, "muted is true or false"),
                           ({"signature": "0" * 16, "until": "1d"}, "unknown field until"),
                           ({"signature": "0" * 16, "note": "x" * 2001}, "at most 2,000"),
@@ -76,6 +94,7 @@ def test_a_mute_that_names_no_stored_signature_or_is_malformed_is_refused(store)
         with pytest.raises(ValueError, match=message):
             Mute.from_json(body)
     assert Mute.from_json({"signature": "0" * 16, "for": "7d"}).seconds == 7 * 86_400
+    assert Mute.from_json(Mute("0" * 16, seconds=60, runs=3).to_json()) == Mute("0" * 16, seconds=60, runs=3)
 
 
 def test_a_muted_problem_is_stored_and_counted_apart_while_the_server_runs(server, tmp_path: Path) -> None:
@@ -106,9 +125,9 @@ def test_a_muted_problem_is_stored_and_counted_apart_while_the_server_runs(serve
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return server.cli(*args, cwd=tmp_path)
 
-    done = cli("mute", signature, "--for", "7d", "--by", "oncall", "--note", "polls by design")
+    done = cli("mute", signature, "--for", "7d", "--runs", "50", "--by", "oncall", "--note", "polls by design")
     assert done.returncode == 0, done
-    assert done.stdout.startswith(f"{signature}: muted for 7d by oncall")
+    assert done.stdout.startswith(f"{signature}: muted for 7d or for 50 more runs by oncall")
     assert server.service.processor.muted == {signature}  # applied at once, not at the next refresh
     heard.clear()
     second = looping_run()
@@ -130,7 +149,8 @@ def test_a_muted_problem_is_stored_and_counted_apart_while_the_server_runs(serve
     shown = cli("show", second)
     assert shown.returncode == 0, shown
     assert f"the same problem (signature {signature}): 2 runs since" in shown.stdout
-    assert "muted by oncall since 20" in shown.stdout and ": polls by design: not counted" in shown.stdout
+    assert "muted by oncall since 20" in shown.stdout and ", or 49 more runs; 1 run since): polls by design: not " \
+        "counted" in shown.stdout
 
     page_url = f"http://{endpoint}/traces/{second}"
     with urllib.request.urlopen(page_url, timeout=30) as reply:
@@ -154,6 +174,14 @@ def test_a_muted_problem_is_stored_and_counted_apart_while_the_server_runs(serve
     assert server.sample("mast_failure_mode_traces_total", failure_mode="FM-1.3") == 2
     assert server.sample("mast_failing_traces_total", agent="sre-bot") == 2
 
+    muted_from_the_page = urllib.request.Request(f"http://{endpoint}/v1/mutes", data=urllib.parse.urlencode({
+        "trace_id": second, "signature": signature, "for": "1d", "runs": "10", "changed_by": "lead", "note": ""
+    }).encode(), headers={"Content-Type": "application/x-www-form-urlencoded", "Sec-Fetch-Site": "same-origin"})
+    with urllib.request.urlopen(muted_from_the_page, timeout=30) as reply:
+        assert "<button>Unmute</button>" in reply.read().decode()
+    assert server.service.processor.muted == {signature}
+    assert server.rows("SELECT max_runs, until > now64(9) + toIntervalHour(23) AS a_day FROM {db}.mast_mutes "
+                       "ORDER BY changed_at DESC LIMIT 1") == [{"max_runs": 10, "a_day": 1}]
     unknown = cli("mute", "00000000000000ff")
     assert unknown.returncode == 1 and "has seen no finding of signature 00000000000000ff" in unknown.stderr
     wrong = cli("unmute", "xyz")

@@ -17,7 +17,7 @@ from typing import Any
 from mastwatch.collector.durations import parse_duration
 
 from .engine import Engine
-from .queries import LATEST_MUTES, NO_END, TableMissing, store_tables
+from .queries import MUTED_NOW, NO_END, TableMissing, store_tables
 from .reviews import check_note, json_object
 from .schema import MUTES, SIGNATURES
 
@@ -25,6 +25,7 @@ MUTES_PATH = "/v1/mutes"  # where a server holding the store takes them (on its 
 SIGNATURE = re.compile(r"[0-9a-f]{16}")
 _DAYS = re.compile(r"(\d+(?:\.\d+)?)\s*d")  # a mute is for days, which configuration durations do not write
 MAX_SECONDS = 10 * 365 * 86_400  # a mute meant to last longer than this is meant to last: no end
+MAX_RUNS = 1_000_000_000
 
 
 class SignatureNotStored(LookupError):
@@ -33,13 +34,15 @@ class SignatureNotStored(LookupError):
 
 @dataclass(frozen=True)
 class Mute:
-    """Mute `signature` (`muted` false: unmute it) for `seconds` (0: until unmuted)."""
+    """Mute `signature` (`muted` false: unmute it) for `seconds`, or until it has shown in `runs` more runs, whichever
+    comes first (0: no such end)."""
 
     signature: str
     muted: bool = True
     seconds: int = 0
     changed_by: str = ""
     note: str = ""
+    runs: int = 0
 
     def __post_init__(self) -> None:
         """ValueError naming what is wrong; the signature is normalised (lowercase)."""
@@ -50,27 +53,32 @@ class Mute:
         object.__setattr__(self, "signature", signature)
         if not 0 <= self.seconds <= MAX_SECONDS:
             raise ValueError(f"a mute lasts from 1 second to {MAX_SECONDS // 86_400:,} days, or until unmuted")
-        if not self.muted and self.seconds:
-            raise ValueError("an unmute takes no duration")
+        if not 0 <= self.runs <= MAX_RUNS:
+            raise ValueError(f"a mute lasts from 1 to {MAX_RUNS:,} runs, or until unmuted")
+        if not self.muted and (self.seconds or self.runs):
+            raise ValueError("an unmute takes no duration and no runs")
         check_note(self.note, self.changed_by)
 
     @classmethod
     def from_json(cls, body: Any) -> Mute:
-        """From a JSON object: signature, and optionally muted (true), for (a duration: "7d"; none: until unmuted),
-        changed_by and note (ValueError)."""
-        body = json_object(body, ("signature",), ("muted", "for", "changed_by", "note"))
+        """From a JSON object: signature, and optionally muted (true), for (a duration: "7d"), runs (a number; neither:
+        until unmuted), changed_by and note (ValueError)."""
+        body = json_object(body, ("signature",), ("muted", "for", "runs", "changed_by", "note"))
         if not isinstance(body.get("muted", True), bool):
             raise ValueError("muted is true or false")
-        texts = {k: v for k, v in body.items() if k != "muted"}
+        runs = body.get("runs", 0)
+        if isinstance(runs, bool) or not isinstance(runs, int):
+            raise ValueError("runs is a whole number")
+        texts = {k: v for k, v in body.items() if k not in ("muted", "runs")}
         if not all(isinstance(v, str) for v in texts.values()):
             raise ValueError("signature, for, changed_by and note are strings")
         return cls(body["signature"], body.get("muted", True), duration_seconds(body.get("for", "")),
-                   body.get("changed_by", ""), body.get("note", ""))
+                   body.get("changed_by", ""), body.get("note", ""), runs)
 
     def to_json(self) -> dict[str, Any]:
-        return {"signature": self.signature, "muted": self.muted, **({"for": f"{self.seconds}s"} if self.seconds
-                                                                        else {}),
-                "changed_by": self.changed_by, "note": self.note}
+        ends = {**({"for": f"{self.seconds}s"} if self.seconds else {}), **({"runs": self.runs} if self.runs else {})}
+        return {"signature": self.signature, "muted": self.muted, **ends, "changed_by": self.changed_by,
+                "note": self.note}
 
 
 def duration_seconds(text: str) -> int:
@@ -85,9 +93,10 @@ def duration_seconds(text: str) -> int:
 
 
 INSERT = f"""\
-INSERT INTO {{db}}.{MUTES} (signature, failure_mode, service, agent, muted, until, changed_at, changed_by, note)
+INSERT INTO {{db}}.{MUTES} (signature, failure_mode, service, agent, muted, until, max_runs, changed_at, changed_by,
+                           note)
 SELECT signature, failure_mode, service, agent, {{muted:Bool}},
-       if({{seconds:UInt32}} = 0, {NO_END}, now64(9) + toIntervalSecond({{seconds:UInt32}})), now64(9),
+       if({{seconds:UInt32}} = 0, {NO_END}, now64(9) + toIntervalSecond({{seconds:UInt32}})), {{runs:UInt32}}, now64(9),
        {{changed_by:String}}, {{note:String}}
 FROM {{db}}.{SIGNATURES}
 WHERE signature = {{signature:String}}
@@ -108,13 +117,13 @@ def set_mute(engine: Engine, database: str, mute: Mute) -> None:
                         params):
         raise SignatureNotStored(f"the store has seen no finding of signature {mute.signature}")
     engine.command(INSERT.replace("{db}", database), {
-        **params, "muted": mute.muted, "seconds": mute.seconds, "changed_by": mute.changed_by, "note": mute.note})
+        **params, "muted": mute.muted, "seconds": mute.seconds, "runs": mute.runs, "changed_by": mute.changed_by,
+        "note": mute.note})
 
 
 def muted_signatures(engine: Engine, database: str) -> frozenset[str]:
     """The signatures muted now (none in a store without mast_mutes)."""
     if MUTES not in store_tables(engine, database):
         return frozenset()
-    rows = engine.query(f"SELECT signature FROM ({LATEST_MUTES}) WHERE is_muted AND ends > now64(9)".replace(
-        "{db}", database))
+    rows = engine.query(f"SELECT signature FROM {MUTED_NOW.replace('<which>', '1 = 1')}".replace("{db}", database))
     return frozenset(r["signature"] for r in rows)

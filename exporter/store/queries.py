@@ -315,37 +315,44 @@ _SIGNATURE_REVIEWS = """(SELECT f.signature AS signature, countIf(v.verdict = 'c
 
 NO_END = "toDateTime64('2262-01-01 00:00:00', 9, 'UTC')"  # a mute without an end (DateTime64's last years)
 
-# Each signature's latest mute or unmute: whether it is muted, since when, until when, by whom and why.
+# Each signature's latest mute or unmute: whether it is muted, since when, until when (and until how many runs), by
+# whom and why.
 LATEST_MUTES = """\
 SELECT signature, argMax(failure_mode, changed_at) AS mode, argMax(service, changed_at) AS service_name,
        argMax(agent, changed_at) AS agent_name, argMax(muted, changed_at) AS is_muted,
-       argMax(until, changed_at) AS ends, max(changed_at) AS changed, argMax(changed_by, changed_at) AS muted_by,
-       argMax(note, changed_at) AS why
+       argMax(until, changed_at) AS ends, argMax(max_runs, changed_at) AS runs_cap, max(changed_at) AS changed,
+       argMax(changed_by, changed_at) AS muted_by, argMax(note, changed_at) AS why
 FROM {db}.mast_mutes
 GROUP BY signature"""
 
-# The signatures muted now, with their mute's fields (<which>: the signatures wanted).
-_MUTED_NOW = f"""(SELECT signature, mode, service_name, agent_name, changed, ends, muted_by, why,
-           if(ends >= {NO_END}, '', toString(toDateTime64(ends, 3))) AS until_text
-    FROM ({LATEST_MUTES}) WHERE is_muted AND ends > now64(9) AND <which>)"""
+# The signatures muted now, with their mute's fields and the runs each has shown in since it was muted: a mute ends
+# at its time, or when its signature has shown in `max_runs` runs since (<which>: the signatures wanted).
+MUTED_NOW = f"""(SELECT m.signature AS signature, m.mode AS mode, m.service_name AS service_name,
+           m.agent_name AS agent_name, m.changed AS changed, m.muted_by AS muted_by, m.why AS why,
+           m.runs_cap AS runs_cap, uniqExactIf(f.trace_id, f.started_at >= m.changed) AS runs_since,
+           if(m.ends >= {NO_END}, '', toString(toDateTime64(m.ends, 3))) AS until_text
+    FROM ({LATEST_MUTES}) AS m
+    LEFT JOIN (SELECT signature, trace_id, started_at FROM {{db}}.mast_findings
+               WHERE signature GLOBAL IN (SELECT signature FROM {{db}}.mast_mutes WHERE muted)) AS f
+    ON f.signature = m.signature
+    WHERE m.is_muted AND m.ends > now64(9) AND <which>
+    GROUP BY m.signature, m.mode, m.service_name, m.agent_name, m.changed, m.ends, m.muted_by, m.why, m.runs_cap
+    HAVING m.runs_cap = 0 OR runs_since < m.runs_cap)"""
 
 # `mastwatch top mutes`: the signatures muted now, the latest first, with the runs each has shown in since (whatever
 # the time range: a mute is not of a range).
 MUTES = Query(f"""\
-SELECT m.signature AS signature, m.mode AS mode, m.service_name AS service_name, m.agent_name AS agent_name,
-       toString(toDateTime64(m.changed, 3)) AS muted_at, m.until_text AS muted_until, m.muted_by AS muted_by,
-       uniqExactIf(f.trace_id, f.started_at >= m.changed) AS runs_since, m.why AS note
-FROM {_MUTED_NOW.replace("<which>", "1 = 1")} AS m
-LEFT JOIN (SELECT signature, trace_id, started_at FROM {{db}}.mast_findings
-           WHERE signature GLOBAL IN (SELECT signature FROM {{db}}.mast_mutes)) AS f ON f.signature = m.signature
-GROUP BY m.signature, m.mode, m.service_name, m.agent_name, m.changed, m.until_text, m.muted_by, m.why
-ORDER BY m.changed DESC, m.signature
+SELECT signature, mode, service_name, agent_name, toString(toDateTime64(changed, 3)) AS muted_at,
+       until_text AS muted_until, runs_cap AS until_runs, muted_by, runs_since, why AS note
+FROM {MUTED_NOW.replace("<which>", "1 = 1")}
+ORDER BY changed DESC, signature
 LIMIT {{limit}}""")
 
 # A run's findings' signatures muted now.
 RUN_MUTES = f"""\
-SELECT signature, toString(toDateTime64(changed, 3)) AS muted_at, until_text AS muted_until, muted_by, why AS note
-FROM {_MUTED_NOW.replace("<which>", "signature IN {signatures:Array(String)}")}"""
+SELECT signature, toString(toDateTime64(changed, 3)) AS muted_at, until_text AS muted_until,
+       runs_cap AS until_runs, runs_since, muted_by, why AS note
+FROM {MUTED_NOW.replace("<which>", "m.signature IN {signatures:Array(String)}")}"""
 
 SIGNATURES = Query("""\
 SELECT s.signature AS signature, s.failure_mode AS mode, s.service AS service_name, s.agent AS agent_name,
@@ -353,7 +360,8 @@ SELECT s.signature AS signature, s.failure_mode AS mode, s.service AS service_na
        toString(toDateTime64(s.first, 3)) AS first_seen_at, toString(toDateTime64(s.last, 3)) AS last_seen_at,
        round(s.wasted, 6) AS wasted_usd, s.model_list AS model_list, s.example AS trace_id,
        rv.n_confirmed AS confirmed_reviews, rv.n_dismissed AS dismissed_reviews,
-       if(mu.signature = '', 'no', if(mu.until_text = '', 'yes', concat('until ', mu.until_text))) AS muted,
+       if(mu.signature = '', 'no', concat('yes', if(mu.until_text = '', '', concat(', until ', mu.until_text)),
+          if(mu.runs_cap = 0, '', concat(', for ', toString(mu.runs_cap - mu.runs_since), ' more runs')))) AS muted,
        s.sample_reason AS latest_reason
 FROM (SELECT signature, failure_mode, service, agent, uniqMerge(runs) AS all_runs, min(first_seen) AS first,
              max(last_seen) AS last, sum(wasted_cost_usd) AS wasted, groupUniqArrayArray(models) AS model_list,
@@ -369,7 +377,7 @@ LEFT JOIN <mutes> AS mu ON s.signature = mu.signature
 WHERE s.first >= {new_since}
 ORDER BY runs_in_range DESC, s.last DESC, s.signature
 LIMIT {limit}""".replace("<reviews>", _SIGNATURE_REVIEWS.replace("<which>", "signature != ''")).replace(
-    "<mutes>", _MUTED_NOW.replace("<which>", "1 = 1")))
+    "<mutes>", MUTED_NOW.replace("<which>", "1 = 1")))
 
 QUERIES = {"spend": SPEND_BY_MODEL, "waste": WASTE, "models": WASTE_BY_MODEL, "tools": WASTE_BY_TOOL,
            "failures": FAILURES, "traces": TRACES, "judge": JUDGE_VERDICTS, "signatures": SIGNATURES,

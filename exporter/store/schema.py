@@ -306,13 +306,14 @@ def _signatures(layout: Layout) -> list[str]:
 def _mutes(layout: Layout) -> list[str]:
     """mast_mutes: one row each time a person mutes a failure signature (a known problem not to alert on) or
     unmutes it, with the signature's mode, service and agent; the latest row of a signature says whether it is
-    muted now (and until when). Like mast_signatures it has no TTL, and on a cluster it is sharded by signature."""
+    muted now (and until when, or until how many more runs: `max_runs`, 0 for none). Like mast_signatures it has no
+    TTL, and on a cluster it is sharded by signature."""
     on_cluster = layout.on_cluster()
     engine = "ReplicatedMergeTree" if layout.cluster else "MergeTree"
     statements = [
         f"CREATE TABLE IF NOT EXISTS {layout.storage(MUTES)}{on_cluster} (\n"
         "    signature String,\n    failure_mode LowCardinality(String),\n    service LowCardinality(String),\n"
-        "    agent LowCardinality(String),\n    muted Bool,\n    until DateTime64(9, 'UTC'),\n"
+        "    agent LowCardinality(String),\n    muted Bool,\n    until DateTime64(9, 'UTC'),\n    max_runs UInt32,\n"
         "    changed_at DateTime64(9, 'UTC'),\n    changed_by LowCardinality(String),\n"
         "    note String CODEC(ZSTD(3))\n"
         f") ENGINE = {engine}\nORDER BY (signature, changed_at)"]
