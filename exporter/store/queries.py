@@ -333,8 +333,9 @@ MUTED_NOW = f"""(SELECT m.signature AS signature, m.mode AS mode, m.service_name
            if(m.ends >= {NO_END}, '', toString(toDateTime64(m.ends, 3))) AS until_text
     FROM ({LATEST_MUTES}) AS m
     LEFT JOIN (SELECT signature, trace_id, started_at FROM {{db}}.mast_findings
-               WHERE signature GLOBAL IN (SELECT signature FROM {{db}}.mast_mutes WHERE muted)) AS f
-    ON f.signature = m.signature
+               WHERE signature GLOBAL IN (SELECT signature FROM {{db}}.mast_mutes WHERE muted)
+                 AND started_at >= (SELECT min(changed_at) FROM {{db}}.mast_mutes WHERE muted AND until > now64(9)))
+         AS f ON f.signature = m.signature
     WHERE m.is_muted AND m.ends > now64(9) AND <which>
     GROUP BY m.signature, m.mode, m.service_name, m.agent_name, m.changed, m.ends, m.muted_by, m.why, m.runs_cap
     HAVING m.runs_cap = 0 OR runs_since < m.runs_cap)"""

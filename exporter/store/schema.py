@@ -321,6 +321,9 @@ def _mutes(layout: Layout) -> list[str]:
         statements.append(
             f"CREATE TABLE IF NOT EXISTS {layout.database}.{MUTES}{on_cluster} AS {layout.storage(MUTES)}\n"
             f"ENGINE = Distributed({quote(layout.cluster)}, {layout.database}, {MUTES}_local, cityHash64(signature))")
+    # the runs a muted signature has shown in since are read by signature: new parts (and merged ones) index it
+    statements.append(f"ALTER TABLE {layout.storage(FINDINGS)}{on_cluster} ADD INDEX IF NOT EXISTS idx_signature "
+                      "signature TYPE bloom_filter(0.01) GRANULARITY 1")
     return statements
 
 
