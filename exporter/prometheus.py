@@ -115,6 +115,8 @@ class SelfMetrics:
                                               "store table", registry=r,
                                               buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                                                        2.5, 10.0))
+        self.muted_signatures = Gauge("mastwatch_muted_signatures", "Failure signatures muted now, as this "
+                                      "process last read them from the store (mastwatch mute)", registry=r)
         self.limit = lambda label, value: value  # replaced by the exporter's LabelLimiter
         # per trace, on the processor's thread: served by compiled code (no call through Python in between)
         self.trace_completed = Completions(self.completed, self.evicted, self.latency).trace_completed

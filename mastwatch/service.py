@@ -140,9 +140,11 @@ class Service:
         if self.store is None:
             return
         try:
-            self.processor.muted = muted_signatures(self.store.engine, self.config.exporters.store.database)
+            self.processor.muted = muted = muted_signatures(self.store.engine, self.config.exporters.store.database)
         except Exception as e:
             log.warning("store: cannot read the muted failure signatures (%s)", e)
+            return
+        self.prometheus.self_metrics.muted_signatures.set(len(muted))
 
     def _trace_page(self, path: str) -> tuple[int, str]:
         """GET /traces/<trace id>: the run's page, read from the store (on a thread of the metrics server)."""

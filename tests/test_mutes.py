@@ -129,6 +129,7 @@ def test_a_muted_problem_is_stored_and_counted_apart_while_the_server_runs(serve
     assert done.returncode == 0, done
     assert done.stdout.startswith(f"{signature}: muted for 7d or for 50 more runs by oncall")
     assert server.service.processor.muted == {signature}  # applied at once, not at the next refresh
+    assert server.sample("mastwatch_muted_signatures") == 1
     heard.clear()
     second = looping_run()
     stored(2)
@@ -169,6 +170,7 @@ def test_a_muted_problem_is_stored_and_counted_apart_while_the_server_runs(serve
     with urllib.request.urlopen(same_origin, timeout=30) as reply:  # redirected back to the run's page
         assert reply.url == page_url and "Mute this problem" in reply.read().decode()
     assert server.service.processor.muted == frozenset()
+    assert server.sample("mastwatch_muted_signatures") == 0
     looping_run()
     stored(3)
     assert server.sample("mast_failure_mode_traces_total", failure_mode="FM-1.3") == 2
