@@ -92,6 +92,8 @@ def alerts(config: Config) -> list[dict[str, Any]]:
     length = config.rules.run_length
     topology = config.dashboards.topology_labels
     nw = duration(config.rules.new_signature.window)
+    regressed = config.rules.regressed_signature
+    rw = duration(regressed.window)
     mode = MODES[rising.failure_mode]
     code = rising.failure_mode.replace("-", "").replace(".", "").lower()
     w, base, sw = duration(rising.window), duration(rising.baseline), duration(spend.window)
@@ -136,6 +138,14 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                f"{{{{ $labels.failure_mode }}}}, not seen before, has recurred in "
                f"{config.exporters.prometheus.signature_min_runs} runs within the last {nw}. "
                f"`mastwatch top signatures --new-since {nw}` names it, with an example trace."),
+        _alert(config, "MastFailureSignatureRegressed",
+               f"sum by ({group(*topology, 'service', 'agent', 'failure_mode')}) "
+               f"({growth('mast_regressed_failure_signatures_total', rw)}) > 0", 0, regressed.severity,
+               "A fixed failure of {{ $labels.agent }} is back: {{ $labels.failure_mode }}",
+               f"A failure signature of {{{{ $labels.agent }}}} ({{{{ $labels.service }}}}) showing "
+               f"{{{{ $labels.failure_mode }}}}, marked fixed (`mastwatch resolve`), has shown again in a run within "
+               f"the last {rw}. `mastwatch top signatures` says which (`resolved`: regressed), with an example "
+               "trace."),
         _alert(config, "MastwatchDown", f"up{{{job}}} == 0", 300, "critical",
                "mastwatch {{ $labels.instance }} cannot be scraped",
                "Prometheus cannot scrape this mastwatch: its runs' failure modes and spend are not counted, and the "

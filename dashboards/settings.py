@@ -116,6 +116,13 @@ class NewSignatureRule(BaseModel):
                              "exporters.prometheus.signature_min_runs runs within this window")
 
 
+class RegressedSignatureRule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    window: Duration = Field(3600.0, ge=60, description="fire while a failure signature marked fixed (mastwatch "
+                             "resolve) has shown again in a run within this window")
+    severity: Literal["info", "warning", "critical"] = Field("warning", description="the alert's `severity` label")
+
+
 class HealthRules(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rejected_ratio: float = Field(0.01, gt=0, le=1, description="share of received spans rejected that alerts")
@@ -136,6 +143,7 @@ class RulesConfig(BaseModel):
     run_length: RunLengthRule = RunLengthRule()
     wasted_spend: WastedSpendRule = WastedSpendRule()
     new_signature: NewSignatureRule = NewSignatureRule()
+    regressed_signature: RegressedSignatureRule = RegressedSignatureRule()
     health: HealthRules = HealthRules()
     labels: dict[str, str] = Field(default_factory=dict, description="labels added to every alert, for routing "
                                    "(e.g. {team: sre}); not `severity` or a label an alert sets itself")

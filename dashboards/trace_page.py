@@ -16,14 +16,16 @@ from mastwatch.collector.model.modes import MODES
 from mastwatch.exporter.store.engine import Engine
 from mastwatch.exporter.store.mutes import MUTES_PATH, Mute
 from mastwatch.exporter.store.queries import StoredRun, stored_run, trace_id_of
+from mastwatch.exporter.store.resolutions import RESOLUTIONS_PATH, Resolution
 from mastwatch.exporter.store.reviews import MAX_NOTE, MAX_REVIEWER, REVIEWS_PATH, Review
-from mastwatch.remote import Reply, write_mute, write_review
+from mastwatch.remote import Reply, write_mute, write_resolution, write_review
 from mastwatch.show import (
     fingerprint,
     header,
     mute_line,
     previews,
     recurrence_line,
+    resolution_line,
     review_line,
     seconds,
     step_label,
@@ -148,9 +150,10 @@ def _recurrence(trace_id: str, signature: str, recurrence: dict[str, Any] | None
     """How often the finding's problem recurs, whether it is muted, and a form to mute or unmute it."""
     if recurrence is None:
         return ""
-    mute = recurrence.get("mute")
+    mute, resolution = recurrence.get("mute"), recurrence.get("resolution")
     lines = f'<div class="note">{_e(recurrence_line(signature, recurrence))}</div>' + (
-        f'<div class="note">{_e(mute_line(mute))}</div>' if mute else "")
+        f'<div class="note">{_e(mute_line(mute))}</div>' if mute else "") + (
+        f'<div class="note">{_e(resolution_line(resolution))}</div>' if resolution else "")
     if not forms:
         return lines
     hidden = (f'<input type="hidden" name="trace_id" value="{_e(trace_id)}"><input type="hidden" name="signature" '
@@ -165,7 +168,10 @@ def _recurrence(trace_id: str, signature: str, recurrence: dict[str, Any] | None
                 + '</select><select name="runs" aria-label="until how many more runs">'
                 + "".join(f'<option value="{v}">{label}</option>' for v, label in MUTE_RUNS) + f"</select>{who}"
                 '<button>Mute this problem</button>')
-    return f'{lines}<form class="review" method="post" action="{MUTES_PATH}">{hidden}{form}</form>'
+    fixed = (f'<input type="hidden" name="resolved" value="false">{who}<button>Reopen</button>' if resolution else
+             f"{who}<button>Mark fixed</button>")
+    return (f'{lines}<form class="review" method="post" action="{MUTES_PATH}">{hidden}{form}</form>'
+            f'<form class="review" method="post" action="{RESOLUTIONS_PATH}">{hidden}{fixed}</form>')
 
 
 def _findings(stored: StoredRun, forms: bool = False) -> str:
@@ -253,32 +259,50 @@ def review_form(engine: Engine, database: str) -> Callable[[bytes, Mapping[str, 
     return post
 
 
-def mute_form(engine: Engine, database: str, applied: Callable[[], object]) -> Callable[
+def _signature_form(take: Callable[[dict[str, Any]], tuple[int, str]], applied: Callable[[], object]) -> Callable[
         [bytes, Mapping[str, str]], Reply]:
-    """The reply to a mute or unmute form posted from a run's page (from the page's own origin only, as reviews):
-    the run's page again, or a page saying what is wrong; `applied` is called after a mute written."""
+    """The reply to a form about a finding's signature posted from a run's page (from the page's own origin only, as
+    reviews): `take` writes its fields (ValueError: 400), `applied` is called after; the run's page again, or a page
+    saying what is wrong."""
     def post(data: bytes, headers: Mapping[str, str]) -> Reply:
         if headers.get("Sec-Fetch-Site") != "same-origin":
-            return 403, error_page("A mute form is taken from mastwatch's own run page only.", "Not muted"), {}
+            return 403, error_page("This form is taken from mastwatch's own run page only.", "Not changed"), {}
         fields = {k: v[-1] for k, v in urllib.parse.parse_qs(data.decode("utf-8", "replace"),
                                                              keep_blank_values=True).items()}
         trace_id = fields.pop("trace_id", "")
         back = f"{PATH}{trace_id}"
-        title = "Not unmuted" if fields.get("muted") == "false" else "Not muted"
-        fields["muted"] = fields.get("muted") != "false"
         try:
             trace_id = trace_id_of(trace_id)
-            runs = fields.pop("runs", "")
-            mute = Mute.from_json({**fields, **({"runs": int(runs)} if runs else {})})
+            status, why = take(fields)
         except ValueError as e:
-            return 400, error_page(str(e), title, back), {}
-        status, why = write_mute(engine, database, mute)
+            return 400, error_page(str(e), "Not changed", back), {}
         if status != 200:
-            return status, error_page(why, title, back), {}
+            return status, error_page(why, "Not changed", back), {}
         applied()
         return 303, "", {"Location": f"{PATH}{trace_id}"}
 
     return post
+
+
+def mute_form(engine: Engine, database: str, applied: Callable[[], object]) -> Callable[
+        [bytes, Mapping[str, str]], Reply]:
+    """The reply to a Mute this problem or Unmute form posted from a run's page."""
+    def take(fields: dict[str, Any]) -> tuple[int, str]:
+        runs = fields.pop("runs", "")
+        fields["muted"] = fields.get("muted") != "false"
+        return write_mute(engine, database, Mute.from_json({**fields, **({"runs": int(runs)} if runs else {})}))
+
+    return _signature_form(take, applied)
+
+
+def resolution_form(engine: Engine, database: str, applied: Callable[[], object]) -> Callable[
+        [bytes, Mapping[str, str]], Reply]:
+    """The reply to a Mark fixed or Reopen form posted from a run's page."""
+    def take(fields: dict[str, Any]) -> tuple[int, str]:
+        fields["resolved"] = fields.get("resolved") != "false"
+        return write_resolution(engine, database, Resolution.from_json(fields))
+
+    return _signature_form(take, applied)
 
 
 def view(engine: Engine, database: str, steps_setting: str, trace_url: str) -> Callable[[str], tuple[int, str]]:

@@ -5,7 +5,11 @@ has seen is seeded from the store at start, so a restart does not make every kno
 from it again every `signature_refresh` (`refresh`): the runs of a signature then count those every replica
 writing to the store saw, so one that recurs spread over replicas is counted too. A signature that reaches
 `min_runs` is counted by each replica that learns it (at least once in all: alert on an increase, count them in
-the store)."""
+the store).
+
+mast_regressed_failure_signatures_total: signatures people marked fixed (`mastwatch resolve`) shown again by a run
+that started after, counted once per resolution by each process that sees such a run (`resolved`, set from the
+store with the mutes)."""
 
 from __future__ import annotations
 
@@ -40,6 +44,12 @@ class NewSignatures:
                                registry=registry)
         self._runs: OrderedDict[str, int] = OrderedDict((k[0], k[1]) for k in known)
         self._lock = threading.Lock()  # verdicts come on the processor's thread, the store's runs on another
+        self.regressed = Counter("mast_regressed_failure_signatures", "Failure signatures marked fixed (mastwatch "
+                                 "resolve) shown again by a run started after", ["service", "agent", "failure_mode",
+                                                                                 "category"], registry=registry)
+        # signature -> when it was resolved (ns), replaced whole by whoever reads the store
+        self.resolved: dict[str, int] = {}
+        self._regressions: dict[str, int] = {}  # signature -> the resolution whose regression was counted
 
     def learn(self, known: Iterable[tuple[str, int, str, str, str]]) -> None:
         """The runs the store counts per signature (signature, runs, service, agent, failure mode), every replica's:
@@ -72,6 +82,8 @@ class NewSignatures:
                 key = finding_signature(verdict.agent, code, finding)
                 if not key:  # the judge's
                     continue
+                if self.resolved:
+                    self._regression(key, verdict, code)
                 seen = runs.pop(key, 0) + 1  # once per run: a verdict has one finding per mode
                 runs[key] = seen
                 if seen == self.min_runs:
@@ -79,6 +91,15 @@ class NewSignatures:
                                         MODES[code].category).inc()
             while len(runs) > MEMORY:
                 runs.popitem(last=False)
+
+    def _regression(self, key: str, verdict: Verdict, code: str) -> None:
+        """Count a resolved signature's first run since its resolution."""
+        resolved_ns = self.resolved.get(key)
+        if resolved_ns is None or verdict.started_at_ns < resolved_ns or self._regressions.get(key) == resolved_ns:
+            return
+        self._regressions[key] = resolved_ns
+        self.regressed.labels(self.limit("service", verdict.service), self.limit("agent", verdict.agent), code,
+                              MODES[code].category).inc()
 
     def shutdown(self) -> None:
         pass

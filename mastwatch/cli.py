@@ -250,10 +250,16 @@ def cmd_review(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_mute(args: argparse.Namespace, config: Config) -> int:
-    from mastwatch.mute import main_mute
+    from mastwatch.decide import main_mute
 
     return main_mute(config, args.signature, args.command == "mute", getattr(args, "for_", "") or "",
                      getattr(args, "runs", 0) or 0, args.note, args.by)
+
+
+def cmd_resolve(args: argparse.Namespace, config: Config) -> int:
+    from mastwatch.decide import main_resolve
+
+    return main_resolve(config, args.signature, args.command == "resolve", args.note, args.by)
 
 
 def cmd_report(args: argparse.Namespace, config: Config) -> int:
@@ -441,18 +447,21 @@ def build_parser() -> argparse.ArgumentParser:
     for name, what in (("mute", "keep a known problem (a failure signature, from `top signatures`, `show` or the "
                                 "run page) out of the alerting series: its findings are still stored, and counted "
                                 "in mast_muted_failure_mode_traces_total"),
-                       ("unmute", "count a muted failure signature in the alerting series again")):
-        mute = sub.add_parser(name, help=what)
-        _common(mute)
-        mute.add_argument("signature", metavar="SIGNATURE", help="16 hexadecimal digits")
+                       ("unmute", "count a muted failure signature in the alerting series again"),
+                       ("resolve", "mark a failure signature fixed: a run showing it afterwards is a regression "
+                                   "(mast_regressed_failure_signatures_total, MastFailureSignatureRegressed)"),
+                       ("reopen", "take back a failure signature's mark as fixed")):
+        decide = sub.add_parser(name, help=what)
+        _common(decide)
+        decide.add_argument("signature", metavar="SIGNATURE", help="16 hexadecimal digits")
         if name == "mute":
-            mute.add_argument("--for", dest="for_", metavar="DURATION", default="", help="how long (7d, 12h; "
-                              "default: until unmuted)")
-            mute.add_argument("--runs", type=_positive_int, metavar="N", help="until the problem has shown in N "
-                              "more runs (with --for: whichever comes first), so that one that grows pages again")
-        mute.add_argument("--note", default="", help="why, in a line (shown with the mute)")
-        mute.add_argument("--by", help="who (default: the user running the command)")
-        mute.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
+            decide.add_argument("--for", dest="for_", metavar="DURATION", default="", help="how long (7d, 12h; "
+                                "default: until unmuted)")
+            decide.add_argument("--runs", type=_positive_int, metavar="N", help="until the problem has shown in N "
+                                "more runs (with --for: whichever comes first), so that one that grows pages again")
+        decide.add_argument("--note", default="", help="why, in a line (shown beside the signature)")
+        decide.add_argument("--by", help="who (default: the user running the command)")
+        decide.add_argument("--store-path", help="chDB data directory (exporters.store.path)")
     dashboards = sub.add_parser("dashboards", help="write the Grafana dashboards and provisioning files")
     _common(dashboards)
     dashboards.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -537,6 +546,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     commands = {"serve": cmd_serve, "replay": cmd_replay, "eval": cmd_eval, "demo": cmd_demo, "schema": cmd_schema,
                 "top": cmd_top, "show": cmd_show, "review": cmd_review, "mute": cmd_mute, "unmute": cmd_mute,
+                "resolve": cmd_resolve, "reopen": cmd_resolve,
                 "dashboards": cmd_dashboards,
                 "rules": cmd_rules, "report": cmd_report, "docs": cmd_docs}
     try:

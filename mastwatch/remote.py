@@ -4,7 +4,8 @@ chDB lets one process open a data directory: while `mastwatch serve` or `demo` w
 cannot read it. The server answers the same queries on its metrics port instead (with its bearer token check):
 `GET /v1/top/<query>?<filters>` (the rows, as JSON) and `GET /v1/runs/<trace id>` (the run as the store holds it),
 and takes `mastwatch review`'s reviews, `POST /v1/reviews` with a JSON object (`Review.from_json`), and `mastwatch
-mute`'s and `unmute`'s, `POST /v1/mutes` (`Mute.from_json`).
+mute`'s and `unmute`'s, `POST /v1/mutes` (`Mute.from_json`), and `mastwatch resolve`'s and `reopen`'s, `POST
+/v1/resolutions` (`Resolution.from_json`).
 A reader names the store it means (`store=<absolute path>`): the server at the configured endpoint may be another
 one, holding another store, and answers it 409 rather than with rows that are not the store's.
 """
@@ -26,8 +27,9 @@ from typing import Any, TypeVar
 from mastwatch.config import Config
 from mastwatch.exporter.store.chdb_engine import StoreInUse
 from mastwatch.exporter.store.engine import Engine
-from mastwatch.exporter.store.mutes import MUTES_PATH, Mute, SignatureNotStored, set_mute
+from mastwatch.exporter.store.mutes import Mute, SignatureNotStored, set_mute
 from mastwatch.exporter.store.queries import QUERIES, Filters, StoredRun, TableMissing, run, stored_run, trace_id_of
+from mastwatch.exporter.store.resolutions import Resolution, set_resolution
 from mastwatch.exporter.store.reviews import REVIEWS_PATH, Review, ReviewRefused, RunNotStored, add_review
 
 T = TypeVar("T")
@@ -120,10 +122,10 @@ def take_review(engine: Engine, database: str, store_path: str | None,
     return _taking(store_path, "review", take, form)
 
 
-def write_mute(engine: Engine, database: str, mute: Mute) -> tuple[int, str]:
-    """Write `mute`: (200, ""), or (the HTTP status, why it was not written)."""
+def write_decision(write: Callable[[], object]) -> tuple[int, str]:
+    """Run `write` (a mute's or a resolution's): (200, ""), or (the HTTP status, why it was not written)."""
     try:
-        set_mute(engine, database, mute)
+        write()
     except SignatureNotStored as e:
         return 404, str(e)
     except TableMissing as e:
@@ -131,20 +133,33 @@ def write_mute(engine: Engine, database: str, mute: Mute) -> tuple[int, str]:
     return 200, ""
 
 
-def take_mute(engine: Engine, database: str, store_path: str | None, applied: Callable[[], object],
-              form: Callable[[bytes, Mapping[str, str]], Reply] | None = None) -> Callable[
+def write_mute(engine: Engine, database: str, mute: Mute) -> tuple[int, str]:
+    return write_decision(lambda: set_mute(engine, database, mute))
+
+
+def write_resolution(engine: Engine, database: str, resolution: Resolution) -> tuple[int, str]:
+    return write_decision(lambda: set_resolution(engine, database, resolution))
+
+
+Decision = TypeVar("Decision", Mute, Resolution)
+
+
+def take_decision(store_path: str | None, what: str, parse: Callable[[Any], Decision],
+                  write: Callable[[Decision], tuple[int, str]], applied: Callable[[], object],
+                  form: Callable[[bytes, Mapping[str, str]], Reply] | None = None) -> Callable[
         [str, Mapping[str, str], bytes, Mapping[str, str]], Reply]:
-    """The server's side of `POST /v1/mutes`: a JSON mute (what `mastwatch mute` and `unmute` send), or the run
-    page's form (`form`); `applied` is called after each one written (the server reads its mutes again)."""
+    """The server's side of `POST /v1/mutes` or `/v1/resolutions`: a JSON object (what `mastwatch mute`, `unmute`,
+    `resolve` and `reopen` send) that `parse` reads, or the run page's form (`form`); `applied` is called after each
+    one written (the server reads the store's decisions again)."""
     def take(body: Any) -> tuple[int, Any]:
-        mute = Mute.from_json(body)
-        status, why = write_mute(engine, database, mute)
+        decision = parse(body)
+        status, why = write(decision)
         if status != 200:
             return status, why
         applied()
-        return 200, mute.to_json()
+        return 200, decision.to_json()
 
-    return _taking(store_path, "mute", take, form)
+    return _taking(store_path, what, take, form)
 
 
 def _taking(store_path: str | None, what: str, take: Callable[[Any], tuple[int, Any]],
@@ -176,10 +191,11 @@ def send_review(config: Config, review: Review) -> dict[str, Any]:
     return _request(config, f"{REVIEWS_PATH}?{query}", json.dumps(asdict(review)).encode())
 
 
-def send_mute(config: Config, mute: Mute) -> dict[str, Any]:
-    """Post `mute` to the server at the configured metrics endpoint (it holds the store); its reply."""
+def send_decision(config: Config, path: str, decision: Mute | Resolution) -> dict[str, Any]:
+    """Post a mute or a resolution to `path` of the server at the configured metrics endpoint (it holds the store);
+    its reply."""
     query = urllib.parse.urlencode({"store": _store(config)})
-    return _request(config, f"{MUTES_PATH}?{query}", json.dumps(mute.to_json()).encode())
+    return _request(config, f"{path}?{query}", json.dumps(decision.to_json()).encode())
 
 
 def on_store(config: Config, command: str, local: Callable[[Engine], T], ask: Callable[[], T],

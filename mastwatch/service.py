@@ -26,7 +26,8 @@ from mastwatch.exporter.prometheus import JudgeMetrics, PrometheusExporter
 from mastwatch.exporter.recent import RecentFindings
 from mastwatch.exporter.signatures import NewSignatures, SignatureRefresh
 from mastwatch.exporter.store import StoreExporter
-from mastwatch.exporter.store.mutes import MUTES_PATH, muted_signatures
+from mastwatch.exporter.store.mutes import MUTES_PATH, Mute, muted_signatures
+from mastwatch.exporter.store.resolutions import RESOLUTIONS_PATH, Resolution, resolved_signatures
 from mastwatch.exporter.store.reviews import REVIEWS_PATH
 from mastwatch.exporter.webhook import WebhookNotifier
 
@@ -67,7 +68,8 @@ class Service:
                                              api={recent.PATH: self.recent.answer},
                                              views={trace_page.PATH: self._trace_page},
                                              queries={remote.TOP_PATH: self._query, remote.RUN_PATH: self._query},
-                                             posts={REVIEWS_PATH: self._review, MUTES_PATH: self._mute},
+                                             posts={REVIEWS_PATH: self._review, MUTES_PATH: self._mute,
+                                                    RESOLUTIONS_PATH: self._resolve},
                                              watched_modes=((watched.code, watched.category),))
         self.webhooks = WebhookNotifier(config.exporters.webhooks, self.prometheus.registry) \
             if config.exporters.webhooks else None
@@ -81,16 +83,23 @@ class Service:
         self._take_review = remote.take_review(
             self.store.engine, store.database, store.path if store.engine == "chdb" else None,
             trace_page.review_form(self.store.engine, store.database)) if self.store else None
-        self._take_mute = remote.take_mute(
-            self.store.engine, store.database, store.path if store.engine == "chdb" else None, self.read_mutes,
-            trace_page.mute_form(self.store.engine, store.database, self.read_mutes)) if self.store else None
+        self._take_mute = self._take_resolution = None
+        if self.store is not None:
+            engine, held = self.store.engine, store.path if store.engine == "chdb" else None
+            self._take_mute = remote.take_decision(
+                held, "mute", Mute.from_json, functools.partial(remote.write_mute, engine, store.database),
+                self.read_decisions, trace_page.mute_form(engine, store.database, self.read_decisions))
+            self._take_resolution = remote.take_decision(
+                held, "resolution", Resolution.from_json,
+                functools.partial(remote.write_resolution, engine, store.database), self.read_decisions,
+                trace_page.resolution_form(engine, store.database, self.read_decisions))
         self._trace_view = trace_page.view(self.store.engine, config.exporters.store.database,
                                            config.exporters.store.steps, config.dashboards.trace_url) \
             if self.store is not None else None
         exporters: list[Exporter] = [self.prometheus] + ([self.store] if self.store else [])
-        new_signatures = NewSignatures(self.prometheus.registry, self.prometheus.limit,
-                                       config.exporters.prometheus.signature_min_runs,
-                                       self.store.known_signatures() if self.store else ())
+        self.new_signatures = new_signatures = NewSignatures(
+            self.prometheus.registry, self.prometheus.limit, config.exporters.prometheus.signature_min_runs,
+            self.store.known_signatures() if self.store else ())
         exporters.append(new_signatures)
         refresh = config.exporters.prometheus.signature_refresh
         self.signature_refresh = None
@@ -100,7 +109,7 @@ class Service:
             window = 2 * refresh + config.processor.max_trace_age + config.processor.decision_wait + 60
             self.signature_refresh = SignatureRefresh(
                 new_signatures, functools.partial(self.store.known_signatures, seen_within=window), refresh,
-                also=self.read_mutes)
+                also=self.read_decisions)
         if config.exporters.evaluations.enabled:
             exporters.append(EvaluationEventsExporter(config.exporters.evaluations))
         self.judge = None
@@ -116,7 +125,7 @@ class Service:
                 else None})
         listeners: list[LiveListener] = [self.recent, *([self.webhooks] if self.webhooks else [])]
         self.processor = Processor(processor, exporters, telemetry, self.judge, listeners)
-        self.read_mutes()
+        self.read_decisions()
         # what the previous process had acknowledged and not classified, but for traces the store has rows of
         self.processor.recover(self.store.holding if self.store is not None else None)
         r = config.receiver
@@ -135,15 +144,20 @@ class Service:
         self.metrics_address: tuple[str, int] | None = None
         self._stopped = threading.Event()
 
-    def read_mutes(self) -> None:
-        """Give the processor the signatures muted now in the store (a store that cannot answer changes nothing)."""
+    def read_decisions(self) -> None:
+        """Give the processor the signatures muted now in the store, and the signature counter those resolved (a
+        store that cannot answer changes nothing)."""
         if self.store is None:
             return
+        database = self.config.exporters.store.database
         try:
-            self.processor.muted = muted = muted_signatures(self.store.engine, self.config.exporters.store.database)
+            muted = muted_signatures(self.store.engine, database)
+            resolved = resolved_signatures(self.store.engine, database)
         except Exception as e:
-            log.warning("store: cannot read the muted failure signatures (%s)", e)
+            log.warning("store: cannot read the muted and resolved failure signatures (%s)", e)
             return
+        self.processor.muted = muted
+        self.new_signatures.resolved = resolved
         self.prometheus.self_metrics.muted_signatures.set(len(muted))
 
     def _trace_page(self, path: str) -> tuple[int, str]:
@@ -173,6 +187,12 @@ class Service:
         """POST /v1/mutes: what `mastwatch mute` and `unmute` send while this process holds the store, and the run
         page's mute forms."""
         return self._write("mute", self._take_mute, path, query, data, headers)
+
+    def _resolve(self, path: str, query: Mapping[str, str], data: bytes,
+                 headers: Mapping[str, str]) -> remote.Reply:
+        """POST /v1/resolutions: what `mastwatch resolve` and `reopen` send while this process holds the store, and
+        the run page's forms."""
+        return self._write("resolution", self._take_resolution, path, query, data, headers)
 
     @staticmethod
     def _write(what: str, take: Callable[[str, Mapping[str, str], bytes, Mapping[str, str]], remote.Reply] | None,

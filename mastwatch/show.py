@@ -128,6 +128,8 @@ def format_run(stored: StoredRun) -> str:
                 lines.append(f"{INDENT * 2}{recurrence_line(f['signature'], recurrence)}")
                 if "mute" in recurrence:
                     lines.append(f"{INDENT * 2}{mute_line(recurrence['mute'])}")
+                if "resolution" in recurrence:
+                    lines.append(f"{INDENT * 2}{resolution_line(recurrence['resolution'])}")
     else:
         lines.append("findings: none")
     if stored.reviews:
@@ -157,6 +159,15 @@ def mute_line(mute: dict[str, Any]) -> str:
     until = f" ({', or '.join(ends)}{since})" if ends else f" ({since[2:]})"
     note = f": {mute['note']}" if mute["note"] else ""
     return f"muted{by} since {mute['muted_at']}{until}{note}: not counted in the alerting series"
+
+
+def resolution_line(resolution: dict[str, Any]) -> str:
+    """'marked fixed by ana at 2026-05-01 12:00:00.000: new prompt; regressed: 3 runs since'."""
+    by = f" by {resolution['resolved_by']}" if resolution["resolved_by"] else ""
+    note = f": {resolution['note']}" if resolution["note"] else ""
+    runs = int(resolution["runs_since"])
+    since = f"; regressed: {plural(runs, 'run')} since" if runs else "; no run since"
+    return f"marked fixed{by} at {resolution['resolved_at']}{note}{since}"
 
 
 def review_line(review: dict[str, Any]) -> str:

@@ -29,7 +29,16 @@ MAX_RUNS = 1_000_000_000
 
 
 class SignatureNotStored(LookupError):
-    """The store has not seen the signature: nothing to mute."""
+    """The store has not seen the signature: nothing to mute or resolve."""
+
+
+def signature_of(text: str) -> str:
+    """A failure signature as the store writes it (16 lowercase hex digits); ValueError naming what is wrong."""
+    signature = text.strip().lower()
+    if not SIGNATURE.fullmatch(signature):
+        raise ValueError(f"{text!r} is not a failure signature: 16 hexadecimal digits (`mastwatch top signatures` "
+                         "lists them)")
+    return signature
 
 
 @dataclass(frozen=True)
@@ -46,11 +55,7 @@ class Mute:
 
     def __post_init__(self) -> None:
         """ValueError naming what is wrong; the signature is normalised (lowercase)."""
-        signature = self.signature.strip().lower()
-        if not SIGNATURE.fullmatch(signature):
-            raise ValueError(f"{self.signature!r} is not a failure signature: 16 hexadecimal digits (`mastwatch top "
-                             "signatures` lists them)")
-        object.__setattr__(self, "signature", signature)
+        object.__setattr__(self, "signature", signature_of(self.signature))
         if not 0 <= self.seconds <= MAX_SECONDS:
             raise ValueError(f"a mute lasts from 1 second to {MAX_SECONDS // 86_400:,} days, or until unmuted")
         if not 0 <= self.runs <= MAX_RUNS:
@@ -103,22 +108,23 @@ WHERE signature = {{signature:String}}
 LIMIT 1"""
 
 
-def _require(engine: Engine, database: str) -> None:
-    if MUTES not in store_tables(engine, database):
-        raise TableMissing(f"the store has no table {MUTES} yet: start this version's `mastwatch serve` (or demo) on "
+def require(engine: Engine, database: str, table: str, signature: str) -> None:
+    """TableMissing when the store has not got `table` yet; SignatureNotStored when it has seen no finding of
+    `signature`."""
+    if table not in store_tables(engine, database):
+        raise TableMissing(f"the store has no table {table} yet: start this version's `mastwatch serve` (or demo) on "
                            "it once to upgrade it")
+    if not engine.query(f"SELECT 1 FROM {database}.{SIGNATURES} WHERE signature = {{signature:String}} LIMIT 1",
+                        {"signature": signature}):
+        raise SignatureNotStored(f"the store has seen no finding of signature {signature}")
 
 
 def set_mute(engine: Engine, database: str, mute: Mute) -> None:
     """Write `mute` (TableMissing: a store not upgraded yet; SignatureNotStored: a signature it has not seen)."""
-    _require(engine, database)
-    params = {"signature": mute.signature}
-    if not engine.query(f"SELECT 1 FROM {database}.{SIGNATURES} WHERE signature = {{signature:String}} LIMIT 1",
-                        params):
-        raise SignatureNotStored(f"the store has seen no finding of signature {mute.signature}")
+    require(engine, database, MUTES, mute.signature)
     engine.command(INSERT.replace("{db}", database), {
-        **params, "muted": mute.muted, "seconds": mute.seconds, "runs": mute.runs, "changed_by": mute.changed_by,
-        "note": mute.note})
+        "signature": mute.signature, "muted": mute.muted, "seconds": mute.seconds, "runs": mute.runs,
+        "changed_by": mute.changed_by, "note": mute.note})
 
 
 def muted_signatures(engine: Engine, database: str) -> frozenset[str]:

@@ -355,6 +355,32 @@ SELECT signature, toString(toDateTime64(changed, 3)) AS muted_at, until_text AS 
        runs_cap AS until_runs, runs_since, muted_by, why AS note
 FROM {MUTED_NOW.replace("<which>", "m.signature IN {signatures:Array(String)}")}"""
 
+# --- resolved signatures --------------------------------------------------------------------------------------
+
+# Each signature's latest resolution: whether it is resolved, since when, by whom and why.
+LATEST_RESOLUTIONS = """\
+SELECT signature, argMax(resolved, changed_at) AS is_resolved, max(changed_at) AS changed,
+       argMax(changed_by, changed_at) AS resolved_by, argMax(note, changed_at) AS why
+FROM {db}.mast_resolutions
+GROUP BY signature"""
+
+# The signatures resolved now, with the runs each has shown in since: a regression when there are any (<which>: the
+# signatures wanted).
+RESOLVED_NOW = f"""(SELECT r.signature AS signature, r.changed AS changed, r.resolved_by AS resolved_by, r.why AS why,
+           uniqExactIf(f.trace_id, f.started_at >= r.changed) AS runs_since
+    FROM ({LATEST_RESOLUTIONS}) AS r
+    LEFT JOIN (SELECT signature, trace_id, started_at FROM {{db}}.mast_findings
+               WHERE signature GLOBAL IN (SELECT signature FROM {{db}}.mast_resolutions WHERE resolved)
+                 AND started_at >= (SELECT min(changed_at) FROM {{db}}.mast_resolutions WHERE resolved))
+         AS f ON f.signature = r.signature
+    WHERE r.is_resolved AND <which>
+    GROUP BY r.signature, r.changed, r.resolved_by, r.why)"""
+
+# A run's findings' signatures resolved now.
+RUN_RESOLUTIONS = f"""\
+SELECT signature, toString(toDateTime64(changed, 3)) AS resolved_at, resolved_by, runs_since, why AS note
+FROM {RESOLVED_NOW.replace("<which>", "r.signature IN {signatures:Array(String)}")}"""
+
 SIGNATURES = Query("""\
 SELECT s.signature AS signature, s.failure_mode AS mode, s.service AS service_name, s.agent AS agent_name,
        r.runs_in_range AS runs_in_range, s.all_runs AS runs_all_time,
@@ -363,6 +389,9 @@ SELECT s.signature AS signature, s.failure_mode AS mode, s.service AS service_na
        rv.n_confirmed AS confirmed_reviews, rv.n_dismissed AS dismissed_reviews,
        if(mu.signature = '', 'no', concat('yes', if(mu.until_text = '', '', concat(', until ', mu.until_text)),
           if(mu.runs_cap = 0, '', concat(', for ', toString(mu.runs_cap - mu.runs_since), ' more runs')))) AS muted,
+       if(rs.signature = '', '', if(rs.runs_since = 0, concat('since ', toString(toDateTime64(rs.changed, 3))),
+          concat('regressed: ', toString(rs.runs_since), ' runs since ', toString(toDateTime64(rs.changed, 3)))))
+           AS resolved,
        s.sample_reason AS latest_reason
 FROM (SELECT signature, failure_mode, service, agent, uniqMerge(runs) AS all_runs, min(first_seen) AS first,
              max(last_seen) AS last, sum(wasted_cost_usd) AS wasted, groupUniqArrayArray(models) AS model_list,
@@ -375,10 +404,12 @@ INNER JOIN (SELECT signature, uniqExact(trace_id) AS runs_in_range
             GROUP BY signature) AS r ON s.signature = r.signature
 LEFT JOIN <reviews> AS rv ON s.signature = rv.signature
 LEFT JOIN <mutes> AS mu ON s.signature = mu.signature
+LEFT JOIN <resolutions> AS rs ON s.signature = rs.signature
 WHERE s.first >= {new_since}
 ORDER BY runs_in_range DESC, s.last DESC, s.signature
 LIMIT {limit}""".replace("<reviews>", _SIGNATURE_REVIEWS.replace("<which>", "signature != ''")).replace(
-    "<mutes>", MUTED_NOW.replace("<which>", "1 = 1")))
+    "<mutes>", MUTED_NOW.replace("<which>", "1 = 1")).replace(
+    "<resolutions>", RESOLVED_NOW.replace("<which>", "1 = 1")))
 
 QUERIES = {"spend": SPEND_BY_MODEL, "waste": WASTE, "models": WASTE_BY_MODEL, "tools": WASTE_BY_TOOL,
            "failures": FAILURES, "traces": TRACES, "judge": JUDGE_VERDICTS, "signatures": SIGNATURES,
@@ -541,7 +572,8 @@ class StoredRun:
     order; `no_steps` says why a run has no step rows; `spend`, its calls and USD per model (none for runs stored
     before schema version 7); `reviews`, people's latest word on each mode reviewed; `recurrence`, by signature of
     its findings, the runs that showed it and when first, their reviews (confirmed, dismissed) and, when it is muted
-now, its mute (`mute`: muted_at, muted_until, muted_by, note)."""
+now, its mute (`mute`: muted_at, muted_until, until_runs, runs_since, muted_by, note) and when it is resolved, its
+resolution (`resolution`: resolved_at, resolved_by, runs_since, note)."""
 
     run: dict[str, Any]
     findings: list[dict[str, Any]]
@@ -595,10 +627,12 @@ def stored_run(engine: Engine, database: str, trace_id: str, steps_setting: str 
         if signatures:
             recurrence = {r.pop("signature"): r for r in engine.query(RUN_SIGNATURES.replace("{db}", database),
                                                                       {"signatures": signatures})}
-        if signatures and "mast_mutes" in tables:
-            for mute in engine.query(RUN_MUTES.replace("{db}", database), {"signatures": signatures}):
-                if mute["signature"] in recurrence:
-                    recurrence[mute.pop("signature")]["mute"] = mute
+        for table, query, key in (("mast_mutes", RUN_MUTES, "mute"), ("mast_resolutions", RUN_RESOLUTIONS,
+                                                                       "resolution")):
+            if signatures and table in tables:
+                for row in engine.query(query.replace("{db}", database), {"signatures": signatures}):
+                    if row["signature"] in recurrence:
+                        recurrence[row.pop("signature")][key] = row
     if "mast_steps" not in tables:
         return StoredRun(run, findings, [], "this store has no table of steps yet: a mastwatch serve of schema "
                          f"version {STEPS_VERSION} or later adds it, and keeps the steps of the runs stored then on",

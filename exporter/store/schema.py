@@ -1,6 +1,6 @@
 """ClickHouse tables of verdicts, findings, repeated steps, the judge's assessments, the steps of runs, their spend
-per model, people's reviews of findings and the failure signatures muted, their versioned migrations, and the DDL
-for one server (MergeTree) or a cluster (ReplicatedMergeTree plus Distributed tables).
+per model, people's reviews of findings and the failure signatures muted and resolved, their versioned migrations,
+and the DDL for one server (MergeTree) or a cluster (ReplicatedMergeTree plus Distributed tables).
 
 Trace ids are lowercase hex, as in the `otel_traces` table of the OpenTelemetry Collector's ClickHouse
 exporter (TraceId), so the two join. Every table is partitioned by day and ordered for the dashboards'
@@ -33,6 +33,7 @@ STEPS = "mast_steps"
 MODEL_SPEND = "mast_model_spend"
 REVIEWS = "mast_reviews"
 MUTES = "mast_mutes"
+RESOLUTIONS = "mast_resolutions"
 MIGRATIONS_TABLE = "mast_schema_migrations"
 
 # Blocks whose deduplication tokens a plain MergeTree remembers: a retried batch with the same token is
@@ -327,6 +328,25 @@ def _mutes(layout: Layout) -> list[str]:
     return statements
 
 
+def _resolutions(layout: Layout) -> list[str]:
+    """mast_resolutions: one row each time a person marks a failure signature fixed or reopens it, with the
+    signature's mode, service and agent; the latest row of a signature decides. No TTL; sharded by signature."""
+    on_cluster = layout.on_cluster()
+    engine = "ReplicatedMergeTree" if layout.cluster else "MergeTree"
+    statements = [
+        f"CREATE TABLE IF NOT EXISTS {layout.storage(RESOLUTIONS)}{on_cluster} (\n"
+        "    signature String,\n    failure_mode LowCardinality(String),\n    service LowCardinality(String),\n"
+        "    agent LowCardinality(String),\n    resolved Bool,\n    changed_at DateTime64(9, 'UTC'),\n"
+        "    changed_by LowCardinality(String),\n    note String CODEC(ZSTD(3))\n"
+        f") ENGINE = {engine}\nORDER BY (signature, changed_at)"]
+    if layout.cluster:
+        statements.append(
+            f"CREATE TABLE IF NOT EXISTS {layout.database}.{RESOLUTIONS}{on_cluster} AS "
+            f"{layout.storage(RESOLUTIONS)}\nENGINE = Distributed({quote(layout.cluster)}, {layout.database}, "
+            f"{RESOLUTIONS}_local, cityHash64(signature))")
+    return statements
+
+
 MIGRATIONS = (
     Migration(1, "verdicts and findings", lambda layout: create_table(TABLES[TRACES], layout, dedup=False)
               + create_table(TABLES[FINDINGS], layout, dedup=False)),
@@ -338,6 +358,7 @@ MIGRATIONS = (
     Migration(7, "spend per run and model", lambda layout: create_table(TABLES[MODEL_SPEND], layout)),
     Migration(8, "reviews of findings", lambda layout: create_table(TABLES[REVIEWS], layout)),
     Migration(9, "muted failure signatures", _mutes),
+    Migration(10, "resolved failure signatures", _resolutions),
 )
 VERSION = MIGRATIONS[-1].version
 
