@@ -149,19 +149,19 @@ def failure_store(grid: Grid, config: Config, scope: Dialect, fleet: bool) -> No
                    overrides=[override("confirmed_share", unit="percentunit", decimals=0),
                               override("found_share", unit="percentunit", decimals=0),
                               override("judge_agreement", unit="percentunit", decimals=0),
-                              override("latest_dismissal", custom__width=360)], sort_by="reviewed"),
-             24 if fleet else 12, 7)
-    if fleet:
-        grid.add(table("Failure signatures", "Recurring problems: findings grouped by agent, mode, tools and reason "
-                       "with its values masked. Runs in the range against all time (a new problem has both equal), "
-                       "first and last seen, waste, models, an example trace (trace_id opens it), its reviews, "
-                       "and whether it is muted.",
-                       [sql(q.SIGNATURES, db, scope)],
-                       overrides=[override("first_seen_at", custom__width=190),
-                                  override("last_seen_at", custom__width=190),
-                                  override("wasted_usd", unit="currencyUSD", decimals=4),
-                                  override("latest_reason", custom__width=420),
-                                  trace_link(config.dashboards)], sort_by="runs_in_range"), 24, 9)
+                              override("latest_dismissal", custom__width=360)], sort_by="reviewed"), 24, 7)
+    # every dashboard: on an agent's drill-down, its own recurring problems, where on-call mutes or resolves one
+    grid.add(table("Failure signatures", "Recurring problems: findings grouped by agent, mode, tools and reason "
+                   "with its values masked. Runs in the range against all time (a new problem has both equal), "
+                   "first and last seen, waste, models, an example trace (trace_id opens it), its reviews, "
+                   "whether it is muted, and whether it was marked fixed (and has regressed since).",
+                   [sql(q.SIGNATURES, db, scope)],
+                   overrides=[override("first_seen_at", custom__width=190),
+                              override("last_seen_at", custom__width=190),
+                              override("wasted_usd", unit="currencyUSD", decimals=4),
+                              override("latest_reason", custom__width=420),
+                              trace_link(config.dashboards)], sort_by="runs_in_range"), 24, 9)
+    if fleet:  # mutes are not of an agent's time range: the fleet's list
         grid.add(table("Muted problems", "Failure signatures muted now (`mastwatch mute`, or the run page): known "
                        "problems kept out of the alerting series, whatever the time range. Who muted each, until "
                        "when, why, and the runs it has shown in since, which are stored and counted in "

@@ -207,7 +207,7 @@ def test_every_rule_loads_and_evaluates(live: Live) -> None:
 
 def test_every_clickhouse_panel_query_runs_on_the_store(live: Live) -> None:
     targets = list(_targets(CLICKHOUSE))
-    assert len(targets) == 31
+    assert len(targets) == 32
     live.service.store.flush()
     from mastwatch.exporter.store.mutes import Mute, set_mute
     from mastwatch.exporter.store.reviews import Review, add_review
@@ -223,6 +223,9 @@ def test_every_clickhouse_panel_query_runs_on_the_store(live: Live) -> None:
         if panel["title"] == "Reviews by mode (store)" and uid == "mastwatch-failure-modes":
             assert {(r["failure_mode"], r["dismissed"], r["latest_dismissal"]) for r in rows if r["reviewed"]} == {
                 ("FM-1.3", 1, "a poll")}
+        if panel["title"] == "Failure signatures" and uid == "mastwatch-agent":  # the agent's own
+            assert {r["agent_name"] for r in rows} == {"sre-bot"}
+            assert {r["muted"] for r in rows if r["signature"] == looping["signature"]} <= {"yes"}
         if panel["title"] == "Muted problems":  # (empty where nothing is muted)
             assert [(r["signature"], r["muted_by"], r["note"]) for r in rows] == [
                 (looping["signature"], "sre", "polls by design")]
