@@ -7,6 +7,7 @@ from mastwatch.config import Config
 from mastwatch.dashboards import sections
 from mastwatch.dashboards.clickhouse import AGENT
 from mastwatch.dashboards.panels import (
+    AGENT_DASHBOARD_UID,
     Grid,
     override,
     selector,
@@ -20,7 +21,7 @@ from mastwatch.dashboards.panels import (
 from mastwatch.dashboards.panels import dashboard as make_dashboard
 from mastwatch.exporter.store import queries as q
 
-UID = "mastwatch-agent"
+UID = AGENT_DASHBOARD_UID
 
 
 def build(config: Config) -> Dashboard:

@@ -21,6 +21,7 @@ PROMETHEUS = {"type": "prometheus", "uid": "${datasource}"}
 CLICKHOUSE = {"type": "grafana-clickhouse-datasource", "uid": "${clickhouse}"}
 PROVISIONED = {"prometheus": "mastwatch-prometheus", "grafana-clickhouse-datasource": "mastwatch-clickhouse"}
 TAG = "mastwatch"
+AGENT_DASHBOARD_UID = "mastwatch-agent"  # the agent drill-down, which agent alerts link to
 
 Steps = Sequence[tuple[str, float | None]]
 GREEN_ONLY: Steps = (("green", None),)

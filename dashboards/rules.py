@@ -2,7 +2,8 @@
 `--prometheus-rule` the same groups as a Prometheus Operator PrometheusRule (DIR/mastwatch-prometheusrule.yaml).
 
 Recording rules follow the level:metric:operations naming. Alerts carry summary, description and runbook_url
-(docs/runbooks.md has one section per alert)."""
+(docs/runbooks.md has one section per alert), and those about an agent, with `dashboards.grafana_url`, a link to
+its drill-down dashboard."""
 
 from __future__ import annotations
 
@@ -14,14 +15,27 @@ import yaml
 from mastwatch.collector.model.modes import MODES
 from mastwatch.config import Config
 
+from .panels import AGENT_DASHBOARD_UID
 from .promql import duration, group, growth, mode_baseline, mode_ratio, mode_runs, run_calls_quantile
 
 FILENAME = "mastwatch-rules.yaml"
 PROMETHEUS_RULE = "mastwatch-prometheusrule.yaml"
 
 
+def agent_dashboard_link(config: Config, service: bool = True) -> str | None:
+    """The agent drill-down of the alert's agent (and service), with the alert's labels as its variables; None
+    without `dashboards.grafana_url`."""
+    url = config.dashboards.grafana_url.rstrip("/")
+    if not url:
+        return None
+    variables = ("var-service={{ $labels.service | urlquery }}&" if service else "") + \
+        "var-agent={{ $labels.agent | urlquery }}"
+    return f"{url}/d/{AGENT_DASHBOARD_UID}?{variables}"
+
+
 def _alert(config: Config, name: str, expr: str, hold: float, severity: str, summary: str, description: str,
-           labels: dict[str, str] | None = None, keep_firing_for: float = 0) -> dict[str, Any]:
+           labels: dict[str, str] | None = None, keep_firing_for: float = 0, dashboard: str | None = None) -> dict[
+        str, Any]:
     rule: dict[str, Any] = {"alert": name, "expr": expr}
     if hold:
         rule["for"] = duration(hold)
@@ -29,7 +43,8 @@ def _alert(config: Config, name: str, expr: str, hold: float, severity: str, sum
         rule["keep_firing_for"] = duration(keep_firing_for)
     rule["labels"] = {**config.rules.labels, "severity": severity, **(labels or {})}
     rule["annotations"] = {"summary": summary, "description": description,
-                           "runbook_url": config.rules.runbook_url.replace("{anchor}", name.lower())}
+                           "runbook_url": config.rules.runbook_url.replace("{anchor}", name.lower()),
+                           **({"dashboard": dashboard} if dashboard else {})}
     return rule
 
 
@@ -111,7 +126,7 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                f"{{{{ $value | humanizePercentage }}}} of the runs of {{{{ $labels.agent }}}} over the last {w} showed "
                f"{mode.code} {mode.name}, more than {rising.factor:g}x its rate over the {base} before and at least "
                f"{rising.min_rate:.0%}, with at least {rising.min_traces} runs.",
-               {"failure_mode": mode.code}, rising.keep_firing_for),
+               {"failure_mode": mode.code}, rising.keep_firing_for, agent_dashboard_link(config)),
         _alert(config, "MastRunsGettingLonger",
                f"{run_length_series(config, 'current')}\n> {length.factor:g} * {run_length_series(config, 'baseline')}"
                f"\nand {run_length_series(config, 'runs')} >= {length.min_runs}", length.hold, length.severity,
@@ -120,7 +135,7 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                f"{duration(length.window)} is {{{{ $value | printf \"%.0f\" }}}}, more than {length.factor:g}x its own "
                f"over the {duration(length.baseline)} before, with at least {length.min_runs} runs: its runs go round "
                "longer before they end (a loop, a failing tool, a changed prompt or model), whether or not a "
-               "detector names it."),
+               "detector names it.", dashboard=agent_dashboard_link(config)),
         _alert(config, "MastRepeatedStepSpendOverBudget",
                f"{spent}\n> on (agent) group_left ()\n(agent:mast_wasted_cost_usd:budget{sw} "
                f"or on (agent) (max by (agent) (0 * {spent}) + {spend.budget_usd:g}))",
@@ -129,7 +144,8 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                f"Model calls that produced repeated steps (FM-1.3, or calls redone after a reset, FM-2.1) of "
                f"{{{{ $labels.agent }}}} cost "
                f"{{{{ $value | printf \"%.2f\" }}}} USD over the last {sw}, over its budget (rules.wasted_spend: "
-               f"{spend.budget_usd:g} USD unless the agent has its own)."),
+               f"{spend.budget_usd:g} USD unless the agent has its own).",
+               dashboard=agent_dashboard_link(config, service=False)),
         _alert(config, "MastNewFailureSignature",
                f"sum by ({group(*topology, 'service', 'agent', 'failure_mode')}) "
                f"({growth('mast_new_failure_signatures_total', nw)}) > 0", 0, "info",
@@ -137,7 +153,8 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                f"A failure signature of {{{{ $labels.agent }}}} ({{{{ $labels.service }}}}) showing "
                f"{{{{ $labels.failure_mode }}}}, not seen before, has recurred in "
                f"{config.exporters.prometheus.signature_min_runs} runs within the last {nw}. "
-               f"`mastwatch top signatures --new-since {nw}` names it, with an example trace."),
+               f"`mastwatch top signatures --new-since {nw}` names it, with an example trace.",
+               dashboard=agent_dashboard_link(config)),
         _alert(config, "MastFailureSignatureRegressed",
                f"sum by ({group(*topology, 'service', 'agent', 'failure_mode')}) "
                f"({growth('mast_regressed_failure_signatures_total', rw)}) > 0", 0, regressed.severity,
@@ -145,7 +162,7 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                f"A failure signature of {{{{ $labels.agent }}}} ({{{{ $labels.service }}}}) showing "
                f"{{{{ $labels.failure_mode }}}}, marked fixed (`mastwatch resolve`), has shown again in a run within "
                f"the last {rw}. `mastwatch top signatures` says which (`resolved`: regressed), with an example "
-               "trace."),
+               "trace.", dashboard=agent_dashboard_link(config)),
         _alert(config, "MastwatchDown", f"up{{{job}}} == 0", 300, "critical",
                "mastwatch {{ $labels.instance }} cannot be scraped",
                "Prometheus cannot scrape this mastwatch: its runs' failure modes and spend are not counted, and the "

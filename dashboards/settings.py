@@ -27,6 +27,9 @@ class DashboardsConfig(BaseModel):
                                 description="second link from a trace id: the run's page mastwatch serves on its "
                                 "metrics port (steps and findings, from the store); {trace_id} is replaced; empty: "
                                 "no such link")
+    grafana_url: str = Field("", description="Grafana's address as on-call's browser reaches it: each alert about "
+                             "an agent then links to its drill-down dashboard (a `dashboard` annotation); empty: no "
+                             "link")
     prometheus_url: str = Field("http://localhost:9090", description="the Prometheus data source's URL")
     clickhouse_host: str = Field("localhost", description="the ClickHouse data source's server")
     clickhouse_port: int = Field(9000, ge=1, le=65535)

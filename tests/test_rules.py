@@ -132,3 +132,43 @@ def test_links_to_localhost_from_a_deployment_are_noted(tmp_path: Path, endpoint
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and (tmp_path / FILENAME).exists(), result.stderr
     assert ("note: rules.runbook_url is http://localhost:9464" in result.stderr) is noted, result.stderr
+
+
+def test_alerts_about_an_agent_link_to_its_drill_down_with_its_labels(promtool: str, tmp_path: Path) -> None:
+    """With dashboards.grafana_url, each alert about an agent carries a `dashboard` link to the agent drill-down with
+    the alert's service and agent as the dashboard's variables (escaped as Prometheus renders them: promtool)."""
+    from mastwatch.dashboards.generate import dashboards
+
+    result = subprocess.run([*MASTWATCH, "rules", "--out", str(tmp_path), "--set",
+                             "dashboards.grafana_url=https://grafana.example/"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    doc = yaml.safe_load((tmp_path / FILENAME).read_text())
+    linked = {r["alert"]: r["annotations"]["dashboard"] for g in doc["groups"] for r in g["rules"]
+              if "dashboard" in r.get("annotations", {})}
+    assert set(linked) == {"MastFailureModeRateRising", "MastRunsGettingLonger", "MastRepeatedStepSpendOverBudget",
+                           "MastNewFailureSignature", "MastFailureSignatureRegressed"}
+    agent_board = next(b for b in dashboards(Config()).values() if b["uid"] == "mastwatch-agent")
+    variables = {v["name"] for v in agent_board["templating"]["list"]}
+    for link in linked.values():
+        assert link.startswith("https://grafana.example/d/mastwatch-agent?")
+        assert {part.split("=")[0].removeprefix("var-") for part in link.split("?")[1].split("&")} <= variables
+    (tmp_path / "link.test.yaml").write_text(yaml.safe_dump({"rule_files": [FILENAME], "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": [{
+            "series": 'mast_regressed_failure_signatures_total{service="check out", agent="bot&co", '
+                      'failure_mode="FM-3.3", category="FC3"}', "values": "0x10 1x30"}],
+            "alert_rule_test": [{"eval_time": "20m", "alertname": "MastFailureSignatureRegressed", "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "service": "check out", "agent": "bot&co",
+                               "failure_mode": "FM-3.3"},
+                "exp_annotations": {
+                    **next(r["annotations"] for g in doc["groups"] for r in g["rules"]
+                           if r.get("alert") == "MastFailureSignatureRegressed"),
+                    "summary": "A fixed failure of bot&co is back: FM-3.3",
+                    "description": "A failure signature of bot&co (check out) showing FM-3.3, marked fixed "
+                                   "(`mastwatch resolve`), has shown again in a run within the last 1h. `mastwatch "
+                                   "top signatures` says which (`resolved`: regressed), with an example trace.",
+                    "dashboard": "https://grafana.example/d/mastwatch-agent?var-service=check+out&var-agent=bot%26co",
+                }}]}]}]}))
+    result = subprocess.run([promtool, "test", "rules", "link.test.yaml"], cwd=tmp_path, capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
