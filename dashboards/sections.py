@@ -166,7 +166,12 @@ def failure_store(grid: Grid, config: Config, scope: Dialect, fleet: bool) -> No
                        "problems kept out of the alerting series, whatever the time range. Who muted each, until "
                        "when, why, and the runs it has shown in since, which are stored and counted in "
                        "mast_muted_failure_mode_traces_total instead.", [sql(q.MUTES, db, scope)],
-                       overrides=[override("note", custom__width=420)], sort_by="runs_since"), 24, 6)
+                       overrides=[override("note", custom__width=420)], sort_by="runs_since"), 12, 6)
+        grid.add(table("Fixed problems", "Failure signatures marked fixed (`mastwatch resolve`, or the run page), "
+                       "whatever the time range: who marked each, when, why, and the runs that showed it since (0: "
+                       "the fix holds; more: a regression, which MastFailureSignatureRegressed alerts on), the "
+                       "regressed first.", [sql(q.RESOLUTIONS, db, scope)],
+                       overrides=[override("note", custom__width=300)]), 12, 6)
     grid.add(table("Recent traces with findings", "The latest traces with findings: their modes, each mode's "
                    "basis and reason, the highest confidence, and the evidence span ids. trace_id opens the trace "
                    "in the trace UI (dashboards.trace_url).", [sql(q.RECENT_FAILING_TRACES, db, scope)],

@@ -39,7 +39,8 @@ VARIABLES = {"mastwatch-failure-modes": FLEET_VARS, "mastwatch-repeated-spend": 
 # What the demo never produces: rejected spans, and the judge's verdicts (it runs no judge; tests/test_store_queries.py
 # runs that query on judgements).
 MAY_BE_EMPTY = {"Rejected", "Rejections by reason"}
-STORE_MAY_BE_EMPTY = {"Judge verdicts by mode (sampled)", "Muted problems"}  # without the judge; nothing muted
+# without the judge; nothing muted or marked fixed
+STORE_MAY_BE_EMPTY = {"Judge verdicts by mode (sampled)", "Muted problems", "Fixed problems"}
 
 
 @dataclass
@@ -207,9 +208,10 @@ def test_every_rule_loads_and_evaluates(live: Live) -> None:
 
 def test_every_clickhouse_panel_query_runs_on_the_store(live: Live) -> None:
     targets = list(_targets(CLICKHOUSE))
-    assert len(targets) == 32
+    assert len(targets) == 33
     live.service.store.flush()
     from mastwatch.exporter.store.mutes import Mute, set_mute
+    from mastwatch.exporter.store.resolutions import Resolution, set_resolution
     from mastwatch.exporter.store.reviews import Review, add_review
 
     (looping,) = live.sql("SELECT trace_id, signature FROM mastwatch.mast_findings WHERE failure_mode = 'FM-1.3' "
@@ -217,6 +219,7 @@ def test_every_clickhouse_panel_query_runs_on_the_store(live: Live) -> None:
     engine = live.service.store.engine
     add_review(engine, "mastwatch", Review(looping["trace_id"], "FM-1.3", "dismissed", "sre", "a poll"))
     set_mute(engine, "mastwatch", Mute(looping["signature"], changed_by="sre", note="polls by design"))
+    set_resolution(engine, "mastwatch", Resolution(looping["signature"], changed_by="dev", note="new prompt"))
     for uid, panel, target in targets:
         rows = live.sql(target["rawSql"], VARIABLES[uid])
         assert rows or panel["title"] in STORE_MAY_BE_EMPTY, (uid, panel["title"])
@@ -226,6 +229,8 @@ def test_every_clickhouse_panel_query_runs_on_the_store(live: Live) -> None:
         if panel["title"] == "Failure signatures" and uid == "mastwatch-agent":  # the agent's own
             assert {r["agent_name"] for r in rows} == {"sre-bot"}
             assert {r["muted"] for r in rows if r["signature"] == looping["signature"]} <= {"yes"}
+        if panel["title"] == "Fixed problems":  # (empty where nothing is marked fixed)
+            assert [(r["signature"], r["resolved_by"]) for r in rows] == [(looping["signature"], "dev")]
         if panel["title"] == "Muted problems":  # (empty where nothing is muted)
             assert [(r["signature"], r["muted_by"], r["note"]) for r in rows] == [
                 (looping["signature"], "sre", "polls by design")]
@@ -234,6 +239,7 @@ def test_every_clickhouse_panel_query_runs_on_the_store(live: Live) -> None:
         if target["format"] == 0:  # time series: a time column, a label, a number
             assert next(iter(rows[0])) == "time" and isinstance(list(rows[0].values())[-1], int | float)
     set_mute(engine, "mastwatch", Mute(looping["signature"], muted=False))  # the other tests count it again
+    set_resolution(engine, "mastwatch", Resolution(looping["signature"], resolved=False))
     one_model = {**AGENT_VARS, "model": Variable(["gpt-4.1-mini"])}
     other_model = {**AGENT_VARS, "model": Variable(["gpt-4o"])}
     recent = next(t for uid, p, t in targets if uid == "mastwatch-agent" and p["title"] == "Recent traces")
@@ -244,7 +250,7 @@ def test_the_report_renders_the_store_panels(live: Live, tmp_path: Path) -> None
     live.service.store.flush()
     now = int(time.time())
     results, chosen = report.run(live.service.store.query, live.config, now - 86400, now)
-    assert len(results) == len(report.panels(live.config)) == 17
+    assert len(results) == len(report.panels(live.config)) == 18
     assert all(rows or panel["title"] in STORE_MAY_BE_EMPTY for _, panel, rows in results)
     # a day asked for, the demo's minute drawn: the range starts at its first run, in buckets of seconds
     assert chosen.end - chosen.start < 600 and chosen.interval_s <= 30

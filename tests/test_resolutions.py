@@ -34,15 +34,21 @@ def test_a_resolved_signature_shows_as_regressed_once_a_later_run_shows_it(store
         return {r["signature"]: r for r in run(engine, "mastwatch", "signatures", RANGE)}[loop]["resolved"]
 
     assert shown().startswith("since 20")  # the runs stored were before it
+    (held,) = run(engine, "mastwatch", "resolutions", RANGE)
+    assert (held["signature"], held["mode"], held["agent_name"], held["resolved_by"], held["runs_since"],
+            held["last_seen_since"], held["note"]) == (loop, "FM-1.3", "sre-bot", "ana", 0, "", "new prompt")
     resolution = stored_run(engine, "mastwatch", ONE).recurrence[loop]["resolution"]
     assert (resolution["resolved_by"], resolution["note"], resolution["runs_since"]) == ("ana", "new prompt", 0)
     store.export_verdicts([make_verdict(7, "ops", "sre-bot", time.time_ns(), ("kubectl",))], [NO_INCREMENT])
     assert store.flush()
     assert shown().startswith("regressed: 1 runs since 20")
+    (broke,) = run(engine, "mastwatch", "resolutions", RANGE)
+    assert broke["runs_since"] == 1 and broke["last_seen_since"] >= broke["resolved_at"]
     assert stored_run(engine, "mastwatch", ONE).recurrence[loop]["resolution"]["runs_since"] == 1
     set_resolution(engine, "mastwatch", Resolution(loop, resolved=False, changed_by="bo"))
     assert resolved_signatures(engine, "mastwatch") == {}
     assert shown() == "" and "resolution" not in stored_run(engine, "mastwatch", ONE).recurrence[loop]
+    assert run(engine, "mastwatch", "resolutions", RANGE) == []
 
 
 def test_a_resolution_of_an_unknown_or_malformed_signature_is_refused(store) -> None:

@@ -129,6 +129,7 @@ def test_every_query_has_a_test() -> None:
     tested = {"spend", "waste", "models", "tools", "failures", "traces", "judge", "signatures",
               "reviews",  # tests/test_reviews.py
               "mutes",  # tests/test_mutes.py
+              "resolutions",  # tests/test_resolutions.py
               "runs"}
     assert set(QUERIES) == tested
 
@@ -137,11 +138,11 @@ def test_every_query_renders_for_the_cli_and_returns_rows(store) -> None:
     """The dashboards' queries too: each runs with query parameters, with rows (the dashboards run them with
     Grafana's macros in tests/test_live_queries.py)."""
     every = {name: value for name, value in vars(queries).items() if isinstance(value, Query)}
-    assert len(every) == 20 and set(QUERIES.values()) <= set(every.values())
+    assert len(every) == 21 and set(QUERIES.values()) <= set(every.values())
     for name, query in every.items():
         rows = store.query(PARAMETERS.render(query, "mastwatch"), RANGE.params())
-        # one lists agents with 10 runs or more, one the signatures muted (tests/test_mutes.py mutes some)
-        assert rows or name in ("AGENTS_BY_FAILURE_RATE", "MUTES"), name
+        # one lists agents with 10 runs or more, two the signatures muted or marked fixed (their own tests have some)
+        assert rows or name in ("AGENTS_BY_FAILURE_RATE", "MUTES", "RESOLUTIONS"), name
         if query.format == "timeseries":
             assert next(iter(rows[0])) == "time" and isinstance(list(rows[0].values())[-1], int | float), name
     recent = store.query(PARAMETERS.render(queries.RECENT_FAILING_TRACES, "mastwatch"), RANGE.params())

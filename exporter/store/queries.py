@@ -359,22 +359,34 @@ FROM {MUTED_NOW.replace("<which>", "m.signature IN {signatures:Array(String)}")}
 
 # Each signature's latest resolution: whether it is resolved, since when, by whom and why.
 LATEST_RESOLUTIONS = """\
-SELECT signature, argMax(resolved, changed_at) AS is_resolved, max(changed_at) AS changed,
-       argMax(changed_by, changed_at) AS resolved_by, argMax(note, changed_at) AS why
+SELECT signature, argMax(failure_mode, changed_at) AS mode, argMax(service, changed_at) AS service_name,
+       argMax(agent, changed_at) AS agent_name, argMax(resolved, changed_at) AS is_resolved,
+       max(changed_at) AS changed, argMax(changed_by, changed_at) AS resolved_by, argMax(note, changed_at) AS why
 FROM {db}.mast_resolutions
 GROUP BY signature"""
 
 # The signatures resolved now, with the runs each has shown in since: a regression when there are any (<which>: the
 # signatures wanted).
-RESOLVED_NOW = f"""(SELECT r.signature AS signature, r.changed AS changed, r.resolved_by AS resolved_by, r.why AS why,
-           uniqExactIf(f.trace_id, f.started_at >= r.changed) AS runs_since
+RESOLVED_NOW = f"""(SELECT r.signature AS signature, r.mode AS mode, r.service_name AS service_name,
+           r.agent_name AS agent_name, r.changed AS changed, r.resolved_by AS resolved_by, r.why AS why,
+           uniqExactIf(f.trace_id, f.started_at >= r.changed) AS runs_since,
+           maxIf(f.started_at, f.started_at >= r.changed) AS last_since
     FROM ({LATEST_RESOLUTIONS}) AS r
     LEFT JOIN (SELECT signature, trace_id, started_at FROM {{db}}.mast_findings
                WHERE signature GLOBAL IN (SELECT signature FROM {{db}}.mast_resolutions WHERE resolved)
                  AND started_at >= (SELECT min(changed_at) FROM {{db}}.mast_resolutions WHERE resolved))
          AS f ON f.signature = r.signature
     WHERE r.is_resolved AND <which>
-    GROUP BY r.signature, r.changed, r.resolved_by, r.why)"""
+    GROUP BY r.signature, r.mode, r.service_name, r.agent_name, r.changed, r.resolved_by, r.why)"""
+
+# `mastwatch top resolutions`: the signatures marked fixed, the latest first, with the runs each has shown in since:
+# 0 while the fix holds (whatever the time range: a resolution is not of a range).
+RESOLUTIONS = Query(f"""\
+SELECT signature, mode, service_name, agent_name, toString(toDateTime64(changed, 3)) AS resolved_at, resolved_by,
+       runs_since, if(runs_since = 0, '', toString(toDateTime64(last_since, 3))) AS last_seen_since, why AS note
+FROM {RESOLVED_NOW.replace("<which>", "1 = 1")}
+ORDER BY runs_since > 0 DESC, changed DESC, signature
+LIMIT {{limit}}""")
 
 # A run's findings' signatures resolved now.
 RUN_RESOLUTIONS = f"""\
@@ -413,7 +425,7 @@ LIMIT {limit}""".replace("<reviews>", _SIGNATURE_REVIEWS.replace("<which>", "sig
 
 QUERIES = {"spend": SPEND_BY_MODEL, "waste": WASTE, "models": WASTE_BY_MODEL, "tools": WASTE_BY_TOOL,
            "failures": FAILURES, "traces": TRACES, "judge": JUDGE_VERDICTS, "signatures": SIGNATURES,
-           "reviews": REVIEWS, "runs": LONGEST_RUNS, "mutes": MUTES}
+           "reviews": REVIEWS, "runs": LONGEST_RUNS, "mutes": MUTES, "resolutions": RESOLUTIONS}
 
 
 @dataclass(frozen=True)
