@@ -22,7 +22,7 @@ from .classified import ClassifiedTraces
 from .classify.engine import NO_FINDINGS, ClassifierEngine
 from .config import ProcessorConfig
 from .journal import JSON, PROTOBUF, SpanJournal
-from .model.modes import MODES, FailureMode
+from .model.modes import MODES
 from .model.published import NO_INCREMENT, Increment, LiveFindings, Published
 from .model.steps import Finding, Step
 from .model.trace import Trace
@@ -355,13 +355,11 @@ class Processor:
         shown = published.modes
         if shown is None:
             shown = published.modes = set()
-        modes = [MODES[f.code] for f in findings if f.code not in shown]
-        shown.update(m.code for m in modes)
-        muted: list[FailureMode] | None = None
-        if modes and self.muted:
-            muted = [MODES[code] for code in self._muted_codes(published.agent, findings, shown_now=modes)]
-            if muted:
-                modes = [m for m in modes if m not in muted]
+        new = [f for f in findings if f.code not in shown]
+        shown.update(f.code for f in new)
+        silenced = self._muted_codes(published.agent, new) if new and self.muted else []
+        modes = [MODES[f.code] for f in new if f.code not in silenced]
+        muted = [MODES[code] for code in silenced]
         old = published.waste or NO_WASTE
         increment = Increment(published.service, published.agent, modes,
                               _diff(waste.repeated_by_tool, old.repeated_by_tool),
@@ -369,13 +367,10 @@ class Processor:
         published.waste = Waste(dict(waste.repeated_by_tool), dict(waste.tokens), dict(waste.cost))
         return increment
 
-    def _muted_codes(self, agent: str, findings: Iterable[Finding],
-                     shown_now: list[FailureMode] | None = None) -> list[str]:
-        """The modes (of `shown_now`, else all) whose finding's signature is muted."""
+    def _muted_codes(self, agent: str, findings: Iterable[Finding]) -> list[str]:
+        """The modes of `findings` whose signature is muted."""
         muted = self.muted
-        wanted = None if shown_now is None else {m.code for m in shown_now}
-        return [f.code for f in findings
-                if (wanted is None or f.code in wanted) and finding_signature(agent, f.code, f) in muted]
+        return [f.code for f in findings if finding_signature(agent, f.code, f) in muted]
 
     def _waste(self, trace: Trace, findings: Iterable[Finding], waste: Waste | None = None) -> Waste:
         waste = waste or Waste()

@@ -236,52 +236,48 @@ def error_page(message: str, title: str = "Run not shown", back: str = "") -> st
             "</html>\n")
 
 
-def review_form(engine: Engine, database: str) -> Callable[[bytes, Mapping[str, str]], Reply]:
-    """The reply to a review form posted from a run's page: taken only from the page's own origin (the browser's
-    Sec-Fetch-Site, so another site cannot post reviews through a reviewer's browser), answered with the run's page
-    again, or a page saying what is wrong."""
+def _page_form(take: Callable[[dict[str, Any]], tuple[int, str, str]], title: str, refused: str,
+               applied: Callable[[], object] = lambda: None) -> Callable[[bytes, Mapping[str, str]], Reply]:
+    """The reply to a form posted from a run's page: taken only from the page's own origin (the browser's
+    Sec-Fetch-Site, so another site cannot post through a reviewer's browser; `refused` says so). `take` writes its
+    fields: (status, why when not written, the page to go back to); ValueError: 400. `applied` is called after one
+    written. The answer: back to the run's page, or a page (`title`) saying what is wrong."""
     def post(data: bytes, headers: Mapping[str, str]) -> Reply:
         if headers.get("Sec-Fetch-Site") != "same-origin":
-            return 403, error_page("A review form is taken from mastwatch's own run page only.",
-                                   "Review not recorded"), {}
+            return 403, error_page(refused, title), {}
         fields = {k: v[-1] for k, v in urllib.parse.parse_qs(data.decode("utf-8", "replace"),
                                                              keep_blank_values=True).items()}
         back = f"{PATH}{fields.get('trace_id', '')}"
         try:
-            review = Review.from_json(fields)
+            status, why, location = take(fields)
         except ValueError as e:
-            return 400, error_page(str(e), "Review not recorded", back), {}
-        status, written = write_review(engine, database, review)
+            return 400, error_page(str(e), title, back), {}
         if status != 200:
-            return status, error_page(str(written), "Review not recorded", back), {}
-        return 303, "", {"Location": f"{PATH}{review.trace_id}#finding-{review.failure_mode}"}
+            return status, error_page(why, title, back), {}
+        applied()
+        return 303, "", {"Location": location}
 
     return post
+
+
+def review_form(engine: Engine, database: str) -> Callable[[bytes, Mapping[str, str]], Reply]:
+    """The reply to a Right, Wrong or Report missed form posted from a run's page."""
+    def take(fields: dict[str, Any]) -> tuple[int, str, str]:
+        review = Review.from_json(fields)
+        status, written = write_review(engine, database, review)
+        return status, str(written), f"{PATH}{review.trace_id}#finding-{review.failure_mode}"
+
+    return _page_form(take, "Review not recorded", "A review form is taken from mastwatch's own run page only.")
 
 
 def _signature_form(take: Callable[[dict[str, Any]], tuple[int, str]], applied: Callable[[], object]) -> Callable[
         [bytes, Mapping[str, str]], Reply]:
-    """The reply to a form about a finding's signature posted from a run's page (from the page's own origin only, as
-    reviews): `take` writes its fields (ValueError: 400), `applied` is called after; the run's page again, or a page
-    saying what is wrong."""
-    def post(data: bytes, headers: Mapping[str, str]) -> Reply:
-        if headers.get("Sec-Fetch-Site") != "same-origin":
-            return 403, error_page("This form is taken from mastwatch's own run page only.", "Not changed"), {}
-        fields = {k: v[-1] for k, v in urllib.parse.parse_qs(data.decode("utf-8", "replace"),
-                                                             keep_blank_values=True).items()}
-        trace_id = fields.pop("trace_id", "")
-        back = f"{PATH}{trace_id}"
-        try:
-            trace_id = trace_id_of(trace_id)
-            status, why = take(fields)
-        except ValueError as e:
-            return 400, error_page(str(e), "Not changed", back), {}
-        if status != 200:
-            return status, error_page(why, "Not changed", back), {}
-        applied()
-        return 303, "", {"Location": f"{PATH}{trace_id}"}
+    """A form about a finding's signature (its fields but the run's trace id go to `take`)."""
+    def taken(fields: dict[str, Any]) -> tuple[int, str, str]:
+        trace_id = trace_id_of(fields.pop("trace_id", ""))
+        return (*take(fields), f"{PATH}{trace_id}")
 
-    return post
+    return _page_form(taken, "Not changed", "This form is taken from mastwatch's own run page only.", applied)
 
 
 def mute_form(engine: Engine, database: str, applied: Callable[[], object]) -> Callable[

@@ -68,8 +68,9 @@ class Service:
                                              api={recent.PATH: self.recent.answer},
                                              views={trace_page.PATH: self._trace_page},
                                              queries={remote.TOP_PATH: self._query, remote.RUN_PATH: self._query},
-                                             posts={REVIEWS_PATH: self._review, MUTES_PATH: self._mute,
-                                                    RESOLUTIONS_PATH: self._resolve},
+                                             posts={path: functools.partial(self._write, what) for path, what in
+                                                    ((REVIEWS_PATH, "review"), (MUTES_PATH, "mute"),
+                                                     (RESOLUTIONS_PATH, "resolution"))},
                                              watched_modes=((watched.code, watched.category),))
         self.webhooks = WebhookNotifier(config.exporters.webhooks, self.prometheus.registry) \
             if config.exporters.webhooks else None
@@ -80,19 +81,20 @@ class Service:
         store = config.exporters.store
         self._answers = remote.answers(self.store.engine, store.database, store.steps,
                                        store.path if store.engine == "chdb" else None) if self.store else {}
-        self._take_review = remote.take_review(
-            self.store.engine, store.database, store.path if store.engine == "chdb" else None,
-            trace_page.review_form(self.store.engine, store.database)) if self.store else None
-        self._take_mute = self._take_resolution = None
+        # what each POST writes to the store (reviews, mutes, resolutions), from the CLI's JSON or the run page's forms
+        self._takes: dict[str, Callable[[str, Mapping[str, str], bytes, Mapping[str, str]], remote.Reply]] = {}
         if self.store is not None:
             engine, held = self.store.engine, store.path if store.engine == "chdb" else None
-            self._take_mute = remote.take_decision(
-                held, "mute", Mute.from_json, functools.partial(remote.write_mute, engine, store.database),
-                self.read_decisions, trace_page.mute_form(engine, store.database, self.read_decisions))
-            self._take_resolution = remote.take_decision(
-                held, "resolution", Resolution.from_json,
-                functools.partial(remote.write_resolution, engine, store.database), self.read_decisions,
-                trace_page.resolution_form(engine, store.database, self.read_decisions))
+            self._takes = {
+                "review": remote.take_review(engine, store.database, held,
+                                             trace_page.review_form(engine, store.database)),
+                "mute": remote.take_decision(
+                    held, "mute", Mute.from_json, functools.partial(remote.write_mute, engine, store.database),
+                    self.read_decisions, trace_page.mute_form(engine, store.database, self.read_decisions)),
+                "resolution": remote.take_decision(
+                    held, "resolution", Resolution.from_json,
+                    functools.partial(remote.write_resolution, engine, store.database), self.read_decisions,
+                    trace_page.resolution_form(engine, store.database, self.read_decisions))}
         self._trace_view = trace_page.view(self.store.engine, config.exporters.store.database,
                                            config.exporters.store.steps, config.dashboards.trace_url) \
             if self.store is not None else None
@@ -177,26 +179,11 @@ class Service:
                     return 503, {"error": f"the store cannot be read now: {e}"}
         return 404, {"error": "this mastwatch keeps no store (exporters.store.enabled is false)"}
 
-    def _review(self, path: str, query: Mapping[str, str], data: bytes,
-                headers: Mapping[str, str]) -> remote.Reply:
-        """POST /v1/reviews: what `mastwatch review` sends while this process holds the store, and the run page's
-        review forms."""
-        return self._write("review", self._take_review, path, query, data, headers)
-
-    def _mute(self, path: str, query: Mapping[str, str], data: bytes, headers: Mapping[str, str]) -> remote.Reply:
-        """POST /v1/mutes: what `mastwatch mute` and `unmute` send while this process holds the store, and the run
-        page's mute forms."""
-        return self._write("mute", self._take_mute, path, query, data, headers)
-
-    def _resolve(self, path: str, query: Mapping[str, str], data: bytes,
-                 headers: Mapping[str, str]) -> remote.Reply:
-        """POST /v1/resolutions: what `mastwatch resolve` and `reopen` send while this process holds the store, and
-        the run page's forms."""
-        return self._write("resolution", self._take_resolution, path, query, data, headers)
-
-    @staticmethod
-    def _write(what: str, take: Callable[[str, Mapping[str, str], bytes, Mapping[str, str]], remote.Reply] | None,
-               path: str, query: Mapping[str, str], data: bytes, headers: Mapping[str, str]) -> remote.Reply:
+    def _write(self, what: str, path: str, query: Mapping[str, str], data: bytes,
+               headers: Mapping[str, str]) -> remote.Reply:
+        """POST /v1/reviews, /v1/mutes, /v1/resolutions: what `mastwatch review`, `mute`, `resolve` (and their
+        undoing) send while this process holds the store, and the run page's forms."""
+        take = self._takes.get(what)
         if take is None:
             return 404, {"error": "this mastwatch keeps no store (exporters.store.enabled is false)"}, {}
         try:

@@ -315,6 +315,14 @@ _SIGNATURE_REVIEWS = """(SELECT f.signature AS signature, countIf(v.verdict = 'c
 
 NO_END = "toDateTime64('2262-01-01 00:00:00', 9, 'UTC')"  # a mute without an end (DateTime64's last years)
 
+
+def _findings_since(table: str, in_force: str) -> str:
+    """The findings (signature, trace_id, started_at) of the signatures a decision `table` holds rows `in_force` of,
+    since the earliest of those rows: what each decision's runs since are counted from."""
+    return (f"(SELECT signature, trace_id, started_at FROM {{db}}.mast_findings\n"
+            f"               WHERE signature GLOBAL IN (SELECT signature FROM {{db}}.{table} WHERE {in_force})\n"
+            f"                 AND started_at >= (SELECT min(changed_at) FROM {{db}}.{table} WHERE {in_force}))")
+
 # Each signature's latest mute or unmute: whether it is muted, since when, until when (and until how many runs), by
 # whom and why.
 LATEST_MUTES = """\
@@ -332,10 +340,7 @@ MUTED_NOW = f"""(SELECT m.signature AS signature, m.mode AS mode, m.service_name
            m.runs_cap AS runs_cap, uniqExactIf(f.trace_id, f.started_at >= m.changed) AS runs_since,
            if(m.ends >= {NO_END}, '', toString(toDateTime64(m.ends, 3))) AS until_text
     FROM ({LATEST_MUTES}) AS m
-    LEFT JOIN (SELECT signature, trace_id, started_at FROM {{db}}.mast_findings
-               WHERE signature GLOBAL IN (SELECT signature FROM {{db}}.mast_mutes WHERE muted)
-                 AND started_at >= (SELECT min(changed_at) FROM {{db}}.mast_mutes WHERE muted AND until > now64(9)))
-         AS f ON f.signature = m.signature
+    LEFT JOIN {_findings_since("mast_mutes", "muted AND until > now64(9)")} AS f ON f.signature = m.signature
     WHERE m.is_muted AND m.ends > now64(9) AND <which>
     GROUP BY m.signature, m.mode, m.service_name, m.agent_name, m.changed, m.ends, m.muted_by, m.why, m.runs_cap
     HAVING m.runs_cap = 0 OR runs_since < m.runs_cap)"""
@@ -372,10 +377,7 @@ RESOLVED_NOW = f"""(SELECT r.signature AS signature, r.mode AS mode, r.service_n
            uniqExactIf(f.trace_id, f.started_at >= r.changed) AS runs_since,
            maxIf(f.started_at, f.started_at >= r.changed) AS last_since
     FROM ({LATEST_RESOLUTIONS}) AS r
-    LEFT JOIN (SELECT signature, trace_id, started_at FROM {{db}}.mast_findings
-               WHERE signature GLOBAL IN (SELECT signature FROM {{db}}.mast_resolutions WHERE resolved)
-                 AND started_at >= (SELECT min(changed_at) FROM {{db}}.mast_resolutions WHERE resolved))
-         AS f ON f.signature = r.signature
+    LEFT JOIN {_findings_since("mast_resolutions", "resolved")} AS f ON f.signature = r.signature
     WHERE r.is_resolved AND <which>
     GROUP BY r.signature, r.mode, r.service_name, r.agent_name, r.changed, r.resolved_by, r.why)"""
 
@@ -584,8 +586,8 @@ class StoredRun:
     order; `no_steps` says why a run has no step rows; `spend`, its calls and USD per model (none for runs stored
     before schema version 7); `reviews`, people's latest word on each mode reviewed; `recurrence`, by signature of
     its findings, the runs that showed it and when first, their reviews (confirmed, dismissed) and, when it is muted
-now, its mute (`mute`: muted_at, muted_until, until_runs, runs_since, muted_by, note) and when it is resolved, its
-resolution (`resolution`: resolved_at, resolved_by, runs_since, note)."""
+    now, its mute (`mute`: muted_at, muted_until, until_runs, runs_since, muted_by, note) and when it is resolved,
+    its resolution (`resolution`: resolved_at, resolved_by, runs_since, note)."""
 
     run: dict[str, Any]
     findings: list[dict[str, Any]]

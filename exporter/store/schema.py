@@ -304,47 +304,38 @@ def _signatures(layout: Layout) -> list[str]:
     return statements
 
 
-def _mutes(layout: Layout) -> list[str]:
-    """mast_mutes: one row each time a person mutes a failure signature (a known problem not to alert on) or
-    unmutes it, with the signature's mode, service and agent; the latest row of a signature says whether it is
-    muted now (and until when, or until how many more runs: `max_runs`, 0 for none). Like mast_signatures it has no
-    TTL, and on a cluster it is sharded by signature."""
+def _decisions(layout: Layout, table: str, columns: str) -> list[str]:
+    """A table of people's decisions on failure signatures: one row each time one is made, with the signature's
+    mode, service and agent, `columns` (the decision), when, by whom and why; the latest row of a signature decides.
+    Like mast_signatures it has no TTL, and on a cluster it is sharded by signature."""
     on_cluster = layout.on_cluster()
     engine = "ReplicatedMergeTree" if layout.cluster else "MergeTree"
     statements = [
-        f"CREATE TABLE IF NOT EXISTS {layout.storage(MUTES)}{on_cluster} (\n"
+        f"CREATE TABLE IF NOT EXISTS {layout.storage(table)}{on_cluster} (\n"
         "    signature String,\n    failure_mode LowCardinality(String),\n    service LowCardinality(String),\n"
-        "    agent LowCardinality(String),\n    muted Bool,\n    until DateTime64(9, 'UTC'),\n    max_runs UInt32,\n"
-        "    changed_at DateTime64(9, 'UTC'),\n    changed_by LowCardinality(String),\n"
-        "    note String CODEC(ZSTD(3))\n"
-        f") ENGINE = {engine}\nORDER BY (signature, changed_at)"]
-    if layout.cluster:
-        statements.append(
-            f"CREATE TABLE IF NOT EXISTS {layout.database}.{MUTES}{on_cluster} AS {layout.storage(MUTES)}\n"
-            f"ENGINE = Distributed({quote(layout.cluster)}, {layout.database}, {MUTES}_local, cityHash64(signature))")
-    # the runs a muted signature has shown in since are read by signature: new parts (and merged ones) index it
-    statements.append(f"ALTER TABLE {layout.storage(FINDINGS)}{on_cluster} ADD INDEX IF NOT EXISTS idx_signature "
-                      "signature TYPE bloom_filter(0.01) GRANULARITY 1")
-    return statements
-
-
-def _resolutions(layout: Layout) -> list[str]:
-    """mast_resolutions: one row each time a person marks a failure signature fixed or reopens it, with the
-    signature's mode, service and agent; the latest row of a signature decides. No TTL; sharded by signature."""
-    on_cluster = layout.on_cluster()
-    engine = "ReplicatedMergeTree" if layout.cluster else "MergeTree"
-    statements = [
-        f"CREATE TABLE IF NOT EXISTS {layout.storage(RESOLUTIONS)}{on_cluster} (\n"
-        "    signature String,\n    failure_mode LowCardinality(String),\n    service LowCardinality(String),\n"
-        "    agent LowCardinality(String),\n    resolved Bool,\n    changed_at DateTime64(9, 'UTC'),\n"
+        f"    agent LowCardinality(String),\n{columns}    changed_at DateTime64(9, 'UTC'),\n"
         "    changed_by LowCardinality(String),\n    note String CODEC(ZSTD(3))\n"
         f") ENGINE = {engine}\nORDER BY (signature, changed_at)"]
     if layout.cluster:
         statements.append(
-            f"CREATE TABLE IF NOT EXISTS {layout.database}.{RESOLUTIONS}{on_cluster} AS "
-            f"{layout.storage(RESOLUTIONS)}\nENGINE = Distributed({quote(layout.cluster)}, {layout.database}, "
-            f"{RESOLUTIONS}_local, cityHash64(signature))")
+            f"CREATE TABLE IF NOT EXISTS {layout.database}.{table}{on_cluster} AS {layout.storage(table)}\n"
+            f"ENGINE = Distributed({quote(layout.cluster)}, {layout.database}, {table}_local, cityHash64(signature))")
     return statements
+
+
+def _mutes(layout: Layout) -> list[str]:
+    """mast_mutes: a failure signature muted (a known problem not to alert on: until when, or until how many more
+    runs, `max_runs`, 0 for none) or unmuted."""
+    statements = _decisions(layout, MUTES, "    muted Bool,\n    until DateTime64(9, 'UTC'),\n    max_runs UInt32,\n")
+    # the runs a muted signature has shown in since are read by signature: new parts (and merged ones) index it
+    statements.append(f"ALTER TABLE {layout.storage(FINDINGS)}{layout.on_cluster()} ADD INDEX IF NOT EXISTS "
+                      "idx_signature signature TYPE bloom_filter(0.01) GRANULARITY 1")
+    return statements
+
+
+def _resolutions(layout: Layout) -> list[str]:
+    """mast_resolutions: a failure signature marked fixed, or reopened."""
+    return _decisions(layout, RESOLUTIONS, "    resolved Bool,\n")
 
 
 MIGRATIONS = (
