@@ -27,7 +27,7 @@ from .model.published import NO_INCREMENT, Increment, LiveFindings, Published
 from .model.steps import Finding, Step
 from .model.trace import Trace
 from .model.verdict import Verdict
-from .model.waste import Waste, usd_total
+from .model.waste import Waste, float_sum
 from .normalize import normalize_span
 from .receiver.decode import SpanRecord, decode, records
 from .receiver.otlp_json import parse_request
@@ -363,8 +363,10 @@ class Processor:
         old = published.waste or NO_WASTE
         increment = Increment(published.service, published.agent, modes,
                               _diff(waste.repeated_by_tool, old.repeated_by_tool),
-                              _diff(waste.tokens, old.tokens), _diff(waste.cost, old.cost), muted)
-        published.waste = Waste(dict(waste.repeated_by_tool), dict(waste.tokens), dict(waste.cost))
+                              _diff(waste.tokens, old.tokens), _diff(waste.cost, old.cost),
+                              _diff(waste.seconds, old.seconds), muted)
+        published.waste = Waste(dict(waste.repeated_by_tool), dict(waste.tokens), dict(waste.cost),
+                                dict(waste.seconds))
         return increment
 
     def _muted_codes(self, agent: str, findings: Iterable[Finding]) -> list[str]:
@@ -395,7 +397,7 @@ class Processor:
             for usd in waste.cost.values():
                 cost += usd
             changes.append(LiveFindings(trace.trace_id, service, trace.agent() or service, findings, tokens, cost,
-                                        final))
+                                        final, waste.seconds_total))
         for listener in self.listeners:
             try:
                 listener.findings_changed(changes)
@@ -512,7 +514,7 @@ class Processor:
             trace_id=trace.trace_id.hex(), service=published.service, agent=published.agent,
             models=models, started_at_ns=trace.started_ns, ended_at_ns=trace.ended_ns,
             steps=len(trace.steps), llm_calls=len(trace.llm_steps), tool_calls=trace.tool_calls,
-            input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=usd_total(cost),
+            input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=float_sum(cost),
             findings=findings, waste=waste, completion=reason, tokens=tokens, cost=cost,
             not_assessed=self.engine.not_assessed_for(trace), trace_steps=trace.steps, model_calls=calls,
             muted=self._muted_codes(published.agent, findings.values()) if self.muted and findings else None)

@@ -21,7 +21,7 @@ from genai_prices.types import TieredPrices
 
 from .bounded import remember
 from .model.steps import LLM, Step, ended_by
-from .model.waste import NO_TOKENS, RepeatedStep, Waste
+from .model.waste import NO_TOKENS, RepeatedStep, Waste, seconds
 
 log = logging.getLogger(__name__)
 MTOK: Final = 1_000_000
@@ -161,12 +161,17 @@ def account(waste: Waste, code: str, repeated: list[Step], llm_steps: list[Step]
     for step in repeated[waste.accounted.get(code, 0):]:
         tool = step.tool if step.tool is not None else "(model output)"
         waste.repeated_by_tool[tool] = waste.repeated_by_tool.get(tool, 0) + 1
+        took = seconds(step)
         llm = producer(step, llm_steps)
         if llm is None or llm.span_id in waste.producers:
             model = (llm.model or "unknown") if llm else None
-            waste.steps.append(RepeatedStep(code, step, tool, model, NO_TOKENS, 0.0))
+            waste.seconds[tool] = waste.seconds.get(tool, 0.0) + took
+            waste.steps.append(RepeatedStep(code, step, tool, model, NO_TOKENS, 0.0, took))
             continue
         waste.producers.add(llm.span_id)
+        if llm is not step:  # a repeated model output is its own producer: its time is counted once
+            took += seconds(llm)
+        waste.seconds[tool] = waste.seconds.get(tool, 0.0) + took
         model = llm.model or "unknown"
         tokens = llm.tokens_by_type()
         for kind, n in tokens:
@@ -175,5 +180,5 @@ def account(waste: Waste, code: str, repeated: list[Step], llm_steps: list[Step]
         cost = price(llm.model, llm.provider, [llm])
         if cost:
             waste.cost[model] = waste.cost.get(model, 0.0) + cost
-        waste.steps.append(RepeatedStep(code, step, tool, model, tokens, cost or 0.0))
+        waste.steps.append(RepeatedStep(code, step, tool, model, tokens, cost or 0.0, took))
     waste.accounted[code] = len(repeated)

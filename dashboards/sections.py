@@ -188,14 +188,17 @@ def spend(grid: Grid, config: Config, sel: str, model_sel: str, by: str, legend:
     msel = f"{sel}{model_sel}"
     grid.row("Repeated-step spend")
     grid.add(stat("Spend", "Inference spend in the time range, priced by genai-prices.",
-                  [prom(_range("mast_cost_usd_total", msel), instant=True)], "currencyUSD", decimals=2), 5, 4)
+                  [prom(_range("mast_cost_usd_total", msel), instant=True)], "currencyUSD", decimals=2), 4, 4)
     grid.add(stat("Burnt on repeated steps", "Spend of the model calls that produced repeated steps.",
-                  [prom(_range("mast_wasted_cost_usd_total", msel), instant=True)], "currencyUSD", decimals=2), 5, 4)
+                  [prom(_range("mast_wasted_cost_usd_total", msel), instant=True)], "currencyUSD", decimals=2), 4, 4)
     grid.add(stat("Share of spend on repeats", "Repeated-step spend / all spend in the time range.",
                   [prom(f'{_range("mast_wasted_cost_usd_total", msel)}\n/ {_range("mast_cost_usd_total", msel)}',
-                        instant=True)], "percentunit", SHARE_STEPS, decimals=1), 5, 4)
+                        instant=True)], "percentunit", SHARE_STEPS, decimals=1), 4, 4)
     grid.add(stat("Wasted tokens", "Tokens (input, output, cache) of the model calls that produced repeated steps.",
-                  [prom(_range("mast_wasted_tokens_total", msel), instant=True)], "short", decimals=0), 5, 4)
+                  [prom(_range("mast_wasted_tokens_total", msel), instant=True)], "short", decimals=0), 4, 4)
+    grid.add(stat("Time on repeated steps", "The repeated steps' own time and that of the model calls that "
+                  "produced them (each call once), summed over steps: time the agents' users waited for nothing.",
+                  [prom(_range("mast_wasted_seconds_total", sel), instant=True)], "s", decimals=0), 4, 4)
     grid.add(stat("Repeated steps", "Steps that redid a completed step.",
                   [prom(_range("mast_repeated_steps_total", sel), instant=True)], "short", decimals=0), 4, 4)
     grid.add(timeseries(f"Wasted spend per {legend}", f"USD per hour burnt on repeated steps. Dashed: the "
@@ -217,6 +220,17 @@ def spend(grid: Grid, config: Config, sel: str, model_sel: str, by: str, legend:
                         "minute: input (uncached), output, cache reads and writes.",
                         [prom(_rate("mast_wasted_tokens_total", msel, f"{by}, type", 60),
                               _legend(by) + " {{type}}")], TOKENS_PER_MIN, stack=True), 12, 8)
+    grid.add(timeseries("Time on repeated steps by tool", "Seconds per hour spent on repeated steps, by the "
+                        "repeated step's tool: its own time and that of the model call that produced it "
+                        "(`(model output)`: repeated model text).",
+                        [prom(_rate("mast_wasted_seconds_total", sel, "tool", 3600), "{{tool}}")], "s",
+                        stack=True, axis_label="seconds / hour"), 12, 8)
+    grid.add(timeseries("Share of run time on repeats", "Time on repeated steps / the runs' durations, per agent. "
+                        "Steps run in parallel can take more time than the run's wall time, so the share can pass "
+                        "1 for an agent that repeats parallel calls.",
+                        [prom(f'{_rate("mast_wasted_seconds_total", sel, "service, agent")}\n/ '
+                              f'{_rate("mast_run_duration_seconds_sum", sel, "service, agent")}', AGENT_LEGEND)],
+                        "percentunit", thresholds=SHARE_STEPS, threshold_style="dashed"), 12, 8)
     grid.add(bargauge("Tools repeated most", "Tools whose calls were repeated most in the time range "
                       "(`(model output)`: repeated model text).",
                       [prom(f'topk(10, {_range("mast_repeated_steps_total", sel, "tool")})', "{{tool}}",
@@ -333,23 +347,29 @@ def spend_store(grid: Grid, config: Config, scope: Dialect) -> None:
                    [sql(q.SPEND_BY_MODEL, db, scope)],
                    overrides=[override("spend_usd", **usd), override("wasted_usd", **usd),
                               override("wasted_share", unit="percentunit", decimals=1)], sort_by="spend_usd"), 24, 8)
-    grid.add(table("Wasted spend by agent (store)", "Runs, looping runs, repeated steps, wasted tokens and USD.",
+    grid.add(table("Wasted spend by agent (store)", "Runs, looping runs, repeated steps, wasted tokens and USD, and "
+                   "the time the repeated steps took (with their model calls') and its share of the runs' time.",
                    [sql(q.WASTED_BY_AGENT, db, scope)],
                    overrides=[override("spend_usd", **usd), override("wasted_usd", **usd),
-                              override("wasted_share", unit="percentunit", decimals=1)], sort_by="wasted_usd"), 12, 8)
+                              override("wasted_share", unit="percentunit", decimals=1),
+                              override("wasted_seconds", unit="s", decimals=1), override("run_seconds", unit="s"),
+                              override("wasted_time_share", unit="percentunit", decimals=1)],
+                   sort_by="wasted_usd"), 12, 8)
     grid.add(table("Wasted tokens and USD by agent and model (store)", "Repeated steps per agent and the model "
                    "whose calls produced them: tokens by type (uncached input, output, cache reads and writes) and "
                    "USD, from mast_repeated_steps.", [sql(q.WASTE_BY_MODEL, db, scope)],
                    overrides=[override("wasted_cost_usd", **usd)], sort_by="wasted_cost_usd"), 12, 8)
     grid.add(table("Tools repeated most (store)", "Tools by repeated steps, with the traces and agents that "
-                   "repeated them and what the repeats cost (`(model output)`: repeated model text).",
-                   [sql(q.WASTE_BY_TOOL, db, scope)], overrides=[override("wasted_cost_usd", **usd)],
+                   "repeated them and what the repeats cost and took (`(model output)`: repeated model text).",
+                   [sql(q.WASTE_BY_TOOL, db, scope)], overrides=[override("wasted_cost_usd", **usd),
+                                                                 override("wasted_seconds", unit="s", decimals=1)],
                    sort_by="repeated_steps"), 24, 8)
     grid.add(table("Repeated steps by agent and tool (store)", "Each agent's repeated tools, agents by their total "
                    "waste (what `mastwatch top waste` prints).", [sql(q.WASTE, db, scope)],
-                   overrides=[override("wasted_cost_usd", **usd), override("agent_wasted_cost_usd", **usd)]), 24, 8)
+                   overrides=[override("wasted_cost_usd", **usd), override("agent_wasted_cost_usd", **usd),
+                              override("wasted_seconds", unit="s", decimals=1)]), 24, 8)
     grid.add(table("Costliest looping runs", "Runs with repeated steps, by wasted USD. trace_id opens the trace.",
                    [sql(q.COSTLIEST_LOOPS, db, scope)],
                    overrides=[override("time", unit="dateTimeAsIso", custom__width=170),
                               override("wasted_cost_usd", **usd), override("cost_usd", **usd),
-                              trace_link(config.dashboards)]), 24, 9)
+                              override("wasted_seconds", unit="s", decimals=1), trace_link(config.dashboards)]), 24, 9)

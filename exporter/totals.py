@@ -257,6 +257,9 @@ class MastSeries:
                                     "by type", ("service", "agent", "model", "type"))
         self.wasted_cost = totals("mast_wasted_cost_usd", "USD spent on the model calls that produced repeated "
                                   "steps", ("service", "agent", "model"))
+        self.wasted_seconds = totals("mast_wasted_seconds", "Time of repeated steps, by the repeated step's tool: "
+                                     "their own and that of the model calls that produced them (each call once)",
+                                     ("service", "agent", "tool"))
         self.model_calls = totals("mast_model_calls", "Model (inference) calls", ("service", "agent", "model"))
         self.model_seconds = totals("mast_model_call_seconds", "Time spent in model calls",
                                     ("service", "agent", "model"))
@@ -297,13 +300,16 @@ class MastSeries:
             self.wasted_tokens.add((service, agent, limit.value("model", model), kind), tokens)
         for model, usd in inc.wasted_cost.items():
             self.wasted_cost.add((service, agent, limit.value("model", model)), usd)
+        for tool, seconds in inc.wasted_seconds.items():
+            self.wasted_seconds.add((service, agent, limit.value("tool", tool)), seconds)
 
     def export_verdicts(self, verdicts: list[Verdict], increments: list[Increment]) -> None:
         for i, verdict in enumerate(verdicts):
             self.export_verdict(verdict, increments[i])
 
     def export_verdict(self, verdict: Verdict, inc: Increment) -> None:
-        if inc.modes or inc.muted or inc.repeated_by_tool or inc.wasted_tokens or inc.wasted_cost:
+        if inc.modes or inc.muted or inc.repeated_by_tool or inc.wasted_tokens or inc.wasted_cost or \
+                inc.wasted_seconds:
             self.export_increment(inc)
         limit = self.limit  # its method called natively, not the instance through Python
         cells = self._agent_cells(verdict.service, verdict.agent)

@@ -254,7 +254,7 @@ def _body(event: str, change: LiveFindings, now: float, finding: Any = None, thr
     body: dict[str, Any] = {"event": event, "trace_id": change.trace_id.hex(), "service": change.service,
                             "agent": change.agent, "run_ended": change.final,
                             "wasted_tokens": change.wasted_tokens, "wasted_cost_usd": round(change.wasted_cost, 6),
-                            "time": now}
+                            "wasted_seconds": round(change.wasted_seconds, 6), "time": now}
     if finding is not None:
         mode = MODES[finding.code]
         body.update({"failure_mode": finding.code, "name": mode.name, "category": mode.category,

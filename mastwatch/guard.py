@@ -38,6 +38,7 @@ class Flags:
     flagged: bool
     findings: list[dict[str, Any]] = field(default_factory=list)  # failure_mode, reason, evidence, ...
     wasted_cost_usd: float = 0.0
+    wasted_seconds: float = 0.0  # the repeated steps' time and their producing model calls'
 
     def modes(self) -> set[str]:
         return {f["failure_mode"] for f in self.findings}
@@ -66,12 +67,15 @@ class Guard:
             raise GuardError(f"mastwatch answered HTTP {e.code} for trace {trace_hex}") from e
         except (OSError, ValueError) as e:
             raise GuardError(f"cannot ask mastwatch at {self.endpoint}: {e}") from e
-        return Flags(body["trace_id"], body["flagged"], body.get("findings", []), body.get("wasted_cost_usd", 0.0))
+        return Flags(body["trace_id"], body["flagged"], body.get("findings", []), body.get("wasted_cost_usd", 0.0),
+                     body.get("wasted_seconds", 0.0))
 
     def should_stop(self, trace_id: str | int | None = None, modes: Collection[str] = STOP_MODES,
-                    max_wasted_usd: float | None = None) -> bool:
-        """Whether the run shows one of `modes`, or burnt more than `max_wasted_usd` on repeated steps."""
+                    max_wasted_usd: float | None = None, max_wasted_seconds: float | None = None) -> bool:
+        """Whether the run shows one of `modes`, or burnt more than `max_wasted_usd` or `max_wasted_seconds` on
+        repeated steps."""
         flags = self.flags(trace_id)
         if flags.modes() & set(modes):
             return True
-        return max_wasted_usd is not None and flags.wasted_cost_usd > max_wasted_usd
+        return (max_wasted_usd is not None and flags.wasted_cost_usd > max_wasted_usd) or \
+            (max_wasted_seconds is not None and flags.wasted_seconds > max_wasted_seconds)

@@ -74,8 +74,9 @@ def models(stored: StoredRun) -> str:
 def header(stored: StoredRun) -> list[tuple[str, str]]:
     """The run's verdict as (label, value) lines."""
     r = stored.run
-    waste = usd(r["wasted_cost_usd"]) + (f" on {plural(r['repeated_steps'], 'repeated step')}" if r["repeated_steps"]
-                                         else "")
+    repeats = plural(r["repeated_steps"], "repeated step")
+    waste = usd(r["wasted_cost_usd"]) + (f" and {seconds(round(r['wasted_seconds'] * 1e9))} on {repeats}"
+                                         if r["repeated_steps"] else "")
     return [("trace", r["trace_id"]), ("service", r["service"]), ("agent", r["agent"]),
             ("models", models(stored)),
             ("time", f"{when(r['started_ns'])}, lasted {seconds(int(r['ended_ns']) - int(r['started_ns']))}"),

@@ -177,7 +177,7 @@ def test_sigterm_classifies_buffered_traces_and_flushes_the_store(tmp_path: Path
 VERDICT_KEYS = {"trace_id": str, "service": str, "agent": str, "models": list, "started_at": str, "ended_at": str,
                 "steps": int, "llm_calls": int, "tool_calls": int, "input_tokens": int, "output_tokens": int,
                 "cost_usd": float, "failure_modes": dict, "repeated_steps": int, "wasted_input_tokens": int,
-                "wasted_output_tokens": int, "wasted_cost_usd": float, "not_assessed": list}
+                "wasted_output_tokens": int, "wasted_cost_usd": float, "wasted_seconds": float, "not_assessed": list}
 
 
 def test_replay_of_the_recorded_runs_prints_one_verdict_per_trace(tmp_path: Path) -> None:

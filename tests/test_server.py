@@ -45,6 +45,14 @@ def test_loop_shows_in_metrics_before_the_run_ends(server, protocol: str) -> Non
     findings = server.rows("SELECT failure_mode, evidence, reason FROM {db}.mast_findings")
     assert len(findings) == 1 and len(findings[0]["evidence"]) == 4
     assert "kubectl_get_pods called 4 times" in findings[0]["reason"]
+    # time: the three repeated calls' own and that of the model calls that asked for them (the 2nd to 4th)
+    steps = server.rows("SELECT toString(dateDiff('nanosecond', started_at, ended_at)) AS ns FROM {db}.mast_steps "
+                        "WHERE kind IN ('llm', 'tool') ORDER BY started_at")
+    assert len(steps) == 9  # four model calls, each with its tool call, and the answer
+    wasted = sum(int(s["ns"]) for s in steps[2:8]) / 1e9
+    assert wasted > 0 and server.sample("mast_wasted_seconds_total", tool="kubectl_get_pods") == pytest.approx(wasted)
+    (stored,) = server.rows("SELECT wasted_seconds FROM {db}.mast_traces")
+    assert stored["wasted_seconds"] == pytest.approx(wasted)
     tp.shutdown()
 
 

@@ -141,7 +141,9 @@ def test_a_store_from_before_signatures_is_migrated_and_its_queued_records_writt
     rows: list[list] = []
     records.finding_rows(verdict, rows)
     findings = _native.encode(records._columns(old), [row[:FINDINGS_V4_WIDTH] for row in rows])
-    trace = _native.encode(records.COLUMNS["mast_traces"], [records.trace_row(verdict)])
+    width = records.WIDTHS_V3["mast_traces"]  # before the time of repeated steps too
+    trace = _native.encode(records._columns(TABLES["mast_traces"].columns[:width]),
+                           [records.trace_row(verdict)[:width]])
     payload = struct.pack("<B4I", 3, len(trace), len(findings), 0, 0) + trace + findings
     queue = DurableQueue(str(tmp_path / "queue"), 1000, 1 << 20)
     queue.append(1 + len(rows), payload)

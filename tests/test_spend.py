@@ -29,8 +29,8 @@ def llm(input_tokens: int = 0, output_tokens: int = 0, cache_read: int = 0, cach
                      output_tokens=output_tokens, cache_read_tokens=cache_read, cache_write_tokens=cache_write)
 
 
-def tool(start: int, parent: bytes = b"\x01", name: str = "search") -> Step:
-    return make_step(StepKind.TOOL, start, start + 1, parent, tool=name)
+def tool(start: int, parent: bytes = b"\x01", name: str = "search", took: int = 1) -> Step:
+    return make_step(StepKind.TOOL, start, start + took, parent, tool=name)
 
 
 def reference(model: str, provider: str | None, s: Step) -> float:
@@ -110,6 +110,19 @@ def test_waste_counts_a_producer_once() -> None:
         parallel[1], "gpt-4.1-mini", 0, 0.0)
 
 
+def test_wasted_time_is_the_repeats_own_and_their_producers_once() -> None:
+    second = 1_000_000_000
+    model_call = llm(10, 1, start=0, end=2 * second)
+    parallel = [tool(3 * second, name="search", took=second // 2), tool(3 * second, name="lookup", took=second)]
+    reply = llm(10, 1, start=5 * second, end=9 * second)  # a repeated model output: its own producer
+    backwards = tool(10 * second, name="search", took=-5)  # a span ending before it starts takes no time
+    waste = Waste()
+    account(waste, "FM-1.3", [*parallel, reply, backwards], [model_call, reply])
+    assert waste.seconds == pytest.approx({"search": 2.5, "lookup": 1.0, "(model output)": 4.0})
+    assert [r.seconds for r in waste.steps] == pytest.approx([2.5, 1.0, 4.0, 0.0])
+    assert waste.seconds_total == pytest.approx(7.5) == sum(r.seconds for r in waste.steps)
+
+
 def test_waste_is_incremental() -> None:
     calls = [llm(1_000 * (i + 1), 10 * (i + 1), cache_read=100 * i, start=20 * i, end=20 * i + 5) for i in range(4)]
     repeated = [tool(20 * i + 6) for i in range(4)]
@@ -122,7 +135,8 @@ def test_waste_is_incremental() -> None:
                                                                        once.producers)
     assert twice.cost == pytest.approx(once.cost) and once.repeated_steps == 4
     assert once.token_total("cache_read") == 600 and once.token_total("input") == 10_000 - 600
-    assert [(r.step, r.tokens) for r in twice.steps] == [(r.step, r.tokens) for r in once.steps]
+    assert [(r.step, r.tokens, r.seconds) for r in twice.steps] == [(r.step, r.tokens, r.seconds) for r in once.steps]
+    assert twice.seconds == pytest.approx(once.seconds)
     for kind in ("input", "output", "cache_read", "cache_write"):  # the steps' figures add up to the totals
         assert sum(dict(r.tokens)[kind] for r in once.steps) == once.token_total(kind)
     assert sum(r.cost_usd for r in once.steps) == pytest.approx(sum(once.cost.values()))

@@ -103,12 +103,16 @@ def test_a_looping_agent_is_stopped_by_the_guard_and_the_webhook_fires_within_a_
     assert flags.flagged and "FM-1.3" in flags.modes()
     loop = next(f for f in flags.findings if f["failure_mode"] == "FM-1.3")
     assert loop["evidence"] and "kubectl_get_pods" in loop["reason"]
+    assert flags.wasted_seconds > 0  # the repeats' time, and their model calls'
+    assert guard.should_stop(trace_id, modes=(), max_wasted_seconds=flags.wasted_seconds / 2)
+    assert not guard.should_stop(trace_id, modes=(), max_wasted_seconds=3600, max_wasted_usd=100)
 
     assert hooks.arrived.wait(5)
     arrived, body, headers, raw = hooks.received[0]
     assert arrived - ended[-1] <= 1.0  # the 503 and its retry included
     assert body["event"] == "failure_mode" and body["failure_mode"] == "FM-1.3"
     assert body["trace_id"] == f"{trace_id:032x}" and body["agent"] == "sre-bot" and body["evidence"]
+    assert body["wasted_seconds"] > 0
     expected = "sha256=" + hmac.new(SECRET.encode(), raw, hashlib.sha256).hexdigest()
     assert headers["X-Mastwatch-Signature"] == expected
     looped.wait_for(lambda: looped.sample("mastwatch_webhook_deliveries_total", outcome="delivered") == 1)

@@ -26,6 +26,7 @@ from mastwatch.exporter.store.schema import (
     TABLES,
     TRACES,
     VERSION,
+    WASTED_TIME_COLUMNS,
     Layout,
     ddl,
     migrate,
@@ -90,13 +91,16 @@ def test_rows_read_back_whole(tmp_path) -> None:
             described = store.query(f"DESCRIBE TABLE mastwatch.{table}")
             assert tuple(c["name"] for c in described) == columns
         verdict = _verdict()
+        verdict.waste.steps[0].seconds, verdict.waste.seconds = 1.25, {"search": 1.25}
         store.export_verdicts([verdict], [NO_INCREMENT])
         assert store.flush()
         (row,) = store.query("SELECT * FROM mastwatch.mast_traces")
         assert row["agent"] == "agent 'x'" and row["failure_modes"] == ["FM-1.3"]
         assert row["started_at"] == "2023-11-14 22:13:20.123456789"  # nanoseconds kept
         assert int(row["wasted_input_tokens"]) == 900 and int(row["repeated_steps"]) == 2
+        assert row["wasted_seconds"] == 1.25
         (finding,) = store.query("SELECT * FROM mastwatch.mast_findings")
+        assert finding["wasted_seconds"] == 1.25
         assert finding["reason"] == verdict.findings["FM-1.3"].reason  # tabs, newlines, quotes survive
         assert finding["evidence"] == ["0101010101010101", "0202020202020202"]
         assert finding["name"] == MODES["FM-1.3"].name
@@ -107,7 +111,7 @@ def test_rows_read_back_whole(tmp_path) -> None:
                             "agent": "agent 'x'", "failure_mode": "FM-1.3", "tool": "search",
                             "args_fingerprint": first.args_fingerprint, "model": MODEL, "uncached_input_tokens": 900,
                             "output_tokens": 40, "cache_read_tokens": 0, "cache_write_tokens": 0, "cost_usd": 0.0004,
-                            "started_at": "2023-11-14 22:13:20.123456789"}
+                            "started_at": "2023-11-14 22:13:20.123456789", "seconds": 1.25}
         assert steps[1]["cost_usd"] == 0 and steps[1]["args_fingerprint"] == first.args_fingerprint
         assert first.args_fingerprint > 2**53  # exact beyond a double's precision
     finally:
@@ -356,14 +360,23 @@ def test_times_are_exact_to_the_nanosecond_and_a_batch_may_span_any_days(tmp_pat
 
 
 def _rows(verdict: Verdict) -> dict[str, list[list]]:
-    """Each table's rows of a verdict, times in nanoseconds."""
+    """Each table's rows of a verdict as records before version 7 held them (fewer columns), times in nanoseconds."""
     from mastwatch.exporter.store import records
 
     found: list[list] = []
     repeated: list[list] = []
     records.finding_rows(verdict, found)
     records.repeated_step_rows(verdict, repeated)
-    return {TRACES: [records.trace_row(verdict)], FINDINGS: found, REPEATED_STEPS: repeated}
+    rows = {TRACES: [records.trace_row(verdict)], FINDINGS: found, REPEATED_STEPS: repeated}
+    return {table: [row[:records.WIDTHS_V6[table]] for row in table_rows] for table, table_rows in rows.items()}
+
+
+def _old_parts(verdict: Verdict) -> dict[str, bytes]:
+    """Each table's Native block of a verdict's rows as records of versions 3 to 6 held them."""
+    from mastwatch.exporter.store import records
+
+    return {name: records._encode(records._columns(TABLES[name].columns[:records.WIDTHS_V6[name]]), rows)
+            for name, rows in _rows(verdict).items()}
 
 
 def _times(table: str) -> list[int]:
@@ -453,13 +466,12 @@ def test_records_of_version_4_still_queued_are_written_after_an_upgrade(tmp_path
     import struct
 
     from mastwatch.collector.model.steps import StepKind
-    from mastwatch.exporter.store import records
 
     verdict = make_verdict(trace=1)
     verdict.trace_steps = [make_step(StepKind.LLM, verdict.started_at_ns, verdict.started_at_ns + 5, model=MODEL,
                                      input_tokens=10, output_tokens=2, error=True, error_type="timeout"),
                            *(r.step for r in verdict.waste.steps)]
-    parts = {name: records._encode(records.COLUMNS[name], table) for name, table in _rows(verdict).items()}
+    parts = _old_parts(verdict)
     payload = struct.pack("<B4I", 4, len(parts[TRACES]), len(parts[FINDINGS]), len(parts[REPEATED_STEPS]), 0) + \
         parts[TRACES] + parts[FINDINGS] + parts[REPEATED_STEPS]
     store = queued_before_and_now(tmp_path, 1 + 1 + 2, payload, verdict)
@@ -505,19 +517,51 @@ def test_records_of_version_5_still_queued_are_written_after_an_upgrade(tmp_path
     """A record queued before mast_model_spend (format 5: five parts) is written as it was."""
     import struct
 
-    from mastwatch.exporter.store import records
 
     verdict = make_verdict(trace=1)
-    rows, payload = encode([verdict])
-    sizes = struct.unpack_from("<B6I", payload)[1:]
-    parts = payload[struct.calcsize("<B6I"):len(payload) - sizes[-1]]  # the model spend's part left out
-    store = queued_before_and_now(tmp_path, rows - 1, struct.pack("<B5I", 5, *sizes[:-1]) + parts, verdict)
+    parts = _old_parts(verdict)
+    sizes = [len(parts[TRACES]), len(parts[FINDINGS]), len(parts[REPEATED_STEPS]), 0, 0]
+    payload = struct.pack("<B5I", 5, *sizes) + parts[TRACES] + parts[FINDINGS] + parts[REPEATED_STEPS]
+    store = queued_before_and_now(tmp_path, 1 + 1 + 2, payload, verdict)
     try:
         assert [r["trace_id"] for r in store.query("SELECT trace_id FROM mastwatch.mast_model_spend")] == \
             [verdict.trace_id]  # the old record had none
     finally:
         store.shutdown()
-    assert records.VERSION == 6
+
+
+def test_records_of_version_6_still_queued_are_written_after_an_upgrade(tmp_path) -> None:
+    """A record queued before the time of repeated steps (format 6: fewer columns in three tables) is written with
+    the columns it has: its time is 0; the same run queued now has it."""
+    import struct
+
+    from mastwatch.exporter.store import records
+
+    verdict = make_verdict(trace=1)
+    rows, payload = encode([verdict])
+    sizes = struct.unpack_from("<B6I", payload)[1:]
+    new = payload[struct.calcsize("<B6I") + sum(sizes[:3]):]  # the parts after the three narrower ones
+    parts = _old_parts(verdict)
+    old = struct.pack("<B6I", 6, len(parts[TRACES]), len(parts[FINDINGS]), len(parts[REPEATED_STEPS]), *sizes[3:])
+    old += parts[TRACES] + parts[FINDINGS] + parts[REPEATED_STEPS] + new
+    store = queued_before_and_now(tmp_path, rows, old, verdict)
+    try:
+        for table in (TRACES, FINDINGS, REPEATED_STEPS):  # make_verdict's repeats take no time
+            column = WASTED_TIME_COLUMNS[table]
+            assert {r[column] for r in store.query(f"SELECT {column} FROM mastwatch.{table}")} == {0.0}
+        timed = make_verdict(trace=3)
+        timed.waste.steps[0].seconds, timed.waste.steps[1].seconds = 2.5, 0.5
+        timed.waste.seconds = {"search": 3.0}
+        store.export_verdicts([timed], [NO_INCREMENT])
+        assert store.flush()
+        one = "WHERE trace_id = '" + timed.trace_id + "'"
+        assert store.query(f"SELECT wasted_seconds FROM mastwatch.mast_traces {one}") == [{"wasted_seconds": 3.0}]
+        assert store.query(f"SELECT wasted_seconds FROM mastwatch.mast_findings {one}") == [{"wasted_seconds": 3.0}]
+        assert [r["seconds"] for r in store.query(f"SELECT seconds FROM mastwatch.mast_repeated_steps {one} "
+                                                  "ORDER BY started_at")] == [2.5, 0.5]
+    finally:
+        store.shutdown()
+    assert records.VERSION == 7
 
 
 def test_a_failing_fsync_of_the_queue_is_retried_not_the_writers_end(tmp_path, monkeypatch) -> None:

@@ -22,13 +22,15 @@ class Increment:
     repeated_by_tool: dict[str, int]
     wasted_tokens: dict[tuple[str, str], int]
     wasted_cost: dict[str, float]
+    wasted_seconds: dict[str, float]
     muted: list[FailureMode]
 
     def __init__(self, service: str, agent: str, modes: list[FailureMode], repeated_by_tool: dict[str, int],
                  wasted_tokens: dict[tuple[str, str], int], wasted_cost: dict[str, float],
-                 muted: list[FailureMode] | None = None) -> None:
+                 wasted_seconds: dict[str, float] | None = None, muted: list[FailureMode] | None = None) -> None:
         self.service, self.agent, self.modes = service, agent, modes
         self.repeated_by_tool, self.wasted_tokens, self.wasted_cost = repeated_by_tool, wasted_tokens, wasted_cost
+        self.wasted_seconds = {} if wasted_seconds is None else wasted_seconds
         self.muted = [] if muted is None else muted
 
 
@@ -44,16 +46,18 @@ class LiveFindings:
     findings: list[Finding]
     wasted_tokens: int
     wasted_cost: float
+    wasted_seconds: float
     final: bool
 
     def __init__(self, trace_id: bytes, service: str, agent: str, findings: list[Finding], wasted_tokens: int,
-                 wasted_cost: float, final: bool) -> None:
+                 wasted_cost: float, final: bool, wasted_seconds: float = 0.0) -> None:
         self.trace_id, self.service, self.agent, self.findings = trace_id, service, agent, findings
         self.wasted_tokens, self.wasted_cost, self.final = wasted_tokens, wasted_cost, final
+        self.wasted_seconds = wasted_seconds
 
 
 
-NO_INCREMENT: Final = Increment("", "", [], {}, {}, {})  # nothing new for the counters; shared, never changed
+NO_INCREMENT: Final = Increment("", "", [], {}, {}, {}, {})  # nothing new for the counters; shared, never changed
 
 
 class Published:

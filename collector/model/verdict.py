@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from .modes import MODES
 from .steps import Finding, Step
-from .waste import Waste, usd_total
+from .waste import Waste, float_sum
 
 
 @lru_cache(maxsize=64)
@@ -85,7 +85,7 @@ class Verdict:
 
     @property
     def wasted_cost_usd(self) -> float:
-        return usd_total(self.waste.cost)
+        return float_sum(self.waste.cost)
 
     def failure_modes(self) -> dict[str, dict[str, Any]]:
         out = {}
@@ -109,6 +109,7 @@ class Verdict:
             + self.waste.token_total("cache_write"),
             "wasted_output_tokens": self.waste.token_total("output"),
             "wasted_cost_usd": round(float(self.wasted_cost_usd), 8),
+            "wasted_seconds": round(self.waste.seconds_total, 6),
             "not_assessed": self.not_assessed,
             **({"muted": self.muted} if self.muted else {}),
         }

@@ -28,7 +28,7 @@ from mastwatch.collector.threads import name_os_thread
 from .engine import Engine
 from .queue import Batch, DurableQueue
 from .records import block_rows, decode, encode, encode_judgement
-from .schema import FINDINGS_V4_WIDTH, TABLES, Layout, migrate
+from .schema import TABLES, Layout, migrate
 
 log = logging.getLogger(__name__)
 _IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -228,8 +228,8 @@ class StoreExporter:
         written: dict[str, int] = {}
         for name, body in decode(batch).items():
             if body:
-                table, _, version = name.partition("@")  # mast_findings@3: a queued record's older columns
-                columns = TABLES[table].columns[:FINDINGS_V4_WIDTH] if version else TABLES[table].columns
+                table, _, width = name.partition("@")  # mast_findings@11: a queued record's fewer columns
+                columns = TABLES[table].columns[:int(width)] if width else TABLES[table].columns
                 started = time.perf_counter()
                 self.engine.insert(f"{self.config.database}.{table}", columns, body, batch.token(name))
                 self.telemetry.store_insert_seconds(time.perf_counter() - started)

@@ -126,7 +126,8 @@ LIMIT {limit}""", limit=200)
 # Failing traces (those showing {mode} when set), most wasteful first.
 TRACES = Query("""\
 SELECT trace_id, toString(toDateTime64(started_at, 3)) AS started, service, agent, failure_modes, steps,
-       repeated_steps, round(cost_usd, 6) AS cost_usd, round(wasted_cost_usd, 6) AS wasted_cost_usd
+       repeated_steps, round(cost_usd, 6) AS cost_usd, round(wasted_cost_usd, 6) AS wasted_cost_usd,
+       round(wasted_seconds, 3) AS wasted_seconds
 FROM {db}.mast_traces
 WHERE {traces}
   AND notEmpty(failure_modes)
@@ -139,7 +140,7 @@ RECENT_TRACES = Query("""\
 SELECT started_at AS time, dateDiff('millisecond', started_at, ended_at) / 1000 AS duration,
        arrayStringConcat(failure_modes, ' ') AS modes, arrayStringConcat(models, ' ') AS model_list, steps,
        llm_calls, tool_calls, input_tokens + output_tokens AS tokens, cost_usd, repeated_steps, wasted_cost_usd,
-       completion, trace_id
+       wasted_seconds, completion, trace_id
 FROM {db}.mast_traces
 WHERE {traces}
 ORDER BY started_at DESC
@@ -198,9 +199,13 @@ LIMIT {limit}""")
 
 # --- repeated-step spend --------------------------------------------------------------------------------------
 
+# wasted_time_share: the repeated steps' time (and their model calls') over the runs' durations; steps run in
+# parallel can take more than the run's wall time.
 SPEND_SUMMARY = Query("""\
 SELECT count() AS runs, countIf(notEmpty(failure_modes)) / runs AS failing_share, sum(cost_usd) AS spend_usd,
-       sum(wasted_cost_usd) AS wasted_usd, wasted_usd / spend_usd AS wasted_share
+       sum(wasted_cost_usd) AS wasted_usd, wasted_usd / spend_usd AS wasted_share,
+       sum(wasted_seconds) AS wasted_time, wasted_time / (sum(dateDiff('millisecond', started_at, ended_at)) / 1000)
+           AS wasted_time_share
 FROM {db}.mast_traces
 WHERE {traces}""")
 
@@ -214,7 +219,10 @@ ORDER BY time""", "timeseries")
 WASTED_BY_AGENT = Query("""\
 SELECT service, agent, count() AS runs, countIf(repeated_steps > 0) AS looping_runs, sum(repeated_steps) AS repeated,
        sum(wasted_input_tokens + wasted_output_tokens) AS wasted_tokens, sum(cost_usd) AS spend_usd,
-       sum(wasted_cost_usd) AS wasted_usd, if(spend_usd > 0, wasted_usd / spend_usd, 0) AS wasted_share
+       sum(wasted_cost_usd) AS wasted_usd, if(spend_usd > 0, wasted_usd / spend_usd, 0) AS wasted_share,
+       round(sum(wasted_seconds), 3) AS wasted_seconds,
+       sum(dateDiff('millisecond', started_at, ended_at)) / 1000 AS run_seconds,
+       if(run_seconds > 0, round(wasted_seconds / run_seconds, 4), 0) AS wasted_time_share
 FROM {db}.mast_traces
 WHERE {traces}
 GROUP BY service, agent
@@ -223,7 +231,8 @@ LIMIT {limit}""", limit=100)
 
 COSTLIEST_LOOPS = Query("""\
 SELECT started_at AS time, service, agent, arrayStringConcat(models, ' ') AS model_list, repeated_steps,
-       wasted_input_tokens + wasted_output_tokens AS wasted_tokens, wasted_cost_usd, cost_usd, trace_id
+       wasted_input_tokens + wasted_output_tokens AS wasted_tokens, wasted_cost_usd, round(wasted_seconds, 3)
+           AS wasted_seconds, cost_usd, trace_id
 FROM {db}.mast_traces
 WHERE {traces} AND repeated_steps > 0
 ORDER BY wasted_cost_usd DESC, repeated_steps DESC
@@ -237,6 +246,7 @@ SELECT service, agent, tool, count() AS repeated_steps, uniqExact(trace_id) AS t
        sum(uncached_input_tokens + cache_read_tokens + cache_write_tokens) AS wasted_input_tokens,
        sum(output_tokens) AS wasted_output_tokens, round(sum(cost_usd), 6) AS wasted_cost_usd,
        countIf(cost_usd = 0 AND uncached_input_tokens + output_tokens > 0) AS unpriced_repeats,
+       round(sum(seconds), 3) AS wasted_seconds,
        round(sum(sum(cost_usd)) OVER (PARTITION BY service, agent), 6) AS agent_wasted_cost_usd
 FROM {db}.mast_repeated_steps
 WHERE {steps}
@@ -263,7 +273,7 @@ LIMIT {limit}""")
 WASTE_BY_TOOL = Query("""\
 SELECT tool, count() AS repeated_steps, uniqExact(trace_id) AS traces, uniqExact(service, agent) AS agents,
        sum(uncached_input_tokens + output_tokens + cache_read_tokens + cache_write_tokens) AS wasted_tokens,
-       round(sum(cost_usd), 6) AS wasted_cost_usd
+       round(sum(cost_usd), 6) AS wasted_cost_usd, round(sum(seconds), 3) AS wasted_seconds
 FROM {db}.mast_repeated_steps
 WHERE {steps}
 GROUP BY tool
@@ -524,7 +534,7 @@ RUN = """\
 SELECT trace_id, service, agent, models, toUnixTimestamp64Nano(started_at) AS started_ns,
        toUnixTimestamp64Nano(ended_at) AS ended_ns, completion, steps, llm_calls, tool_calls, input_tokens,
        output_tokens, cost_usd, failure_modes, repeated_steps, wasted_input_tokens, wasted_output_tokens,
-       wasted_cost_usd
+       wasted_cost_usd, wasted_seconds
 FROM {db}.mast_traces
 WHERE trace_id = {trace_id:String}
 ORDER BY started_at

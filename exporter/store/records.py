@@ -1,15 +1,16 @@
 """The rows of verdicts (or of a judge's answer) as one durable-queue record, and a batch of records as each
 table's insert body.
 
-Record format, version 6 (what `encode` writes, for one verdict or a batch of them): a version byte (6), the byte
+Record format, version 7 (what `encode` writes, for one verdict or a batch of them): a version byte (7), the byte
 length of each table's part (uint32, little-endian, in `ORDER`), then the parts. A part is the table's rows as one
 ClickHouse Native block (_native.c): columnar, times as DateTime64(9) ticks, nanoseconds exact. ClickHouse parses
 Native several times faster than JSON but pays a fixed cost per block, so `decode` merges a batch's blocks into one
 per table: a copy of each column's bytes, no work per value.
 
-Written before: version 5 the same without the model spend's part (five lengths); version 4 without the steps'
-part either (four lengths); version 3 as version 4 with
-mast_findings blocks of fewer columns (before failure signatures); version 1 a `table<TAB>JSON array` line per row,
+Written before: version 6 the same with blocks of fewer columns in mast_traces, mast_findings and
+mast_repeated_steps (before the time of repeated steps); version 5 as version 6 without the model spend's part (five
+lengths); version 4 without the steps' part either (four lengths); version 3 as version 4 with mast_findings blocks
+of fewer columns still (before failure signatures); version 1 a `table<TAB>JSON array` line per row,
 times as RFC 3339 text; version 2 the header of version 3 with JSONCompactEachRow parts, times as JSON numbers of
 seconds with nine decimals. Records of any of them still queued when mastwatch is upgraded are converted when they
 are read.
@@ -30,7 +31,18 @@ from mastwatch.collector.signature import finding_signature
 from mastwatch.collector.spend import price
 
 from .queue import Batch
-from .schema import FINDINGS, FINDINGS_V4_WIDTH, JUDGEMENTS, MODEL_SPEND, REPEATED_STEPS, STEPS, TABLES, TRACES, Column
+from .schema import (
+    FINDINGS,
+    FINDINGS_V4_WIDTH,
+    JUDGEMENTS,
+    MODEL_SPEND,
+    REPEATED_STEPS,
+    STEPS,
+    TABLES,
+    TRACES,
+    WASTED_TIME_COLUMNS,
+    Column,
+)
 
 try:
     from . import _native
@@ -38,8 +50,7 @@ except ImportError:  # built without a C compiler: the same blocks written in Py
     from . import _native_py as _native  # type: ignore[no-redef]
 
 ORDER = (TRACES, FINDINGS, REPEATED_STEPS, JUDGEMENTS, STEPS, MODEL_SPEND)  # a new table: a new version of the format
-VERSION: Final = 6
-FINDINGS_V3: Final = f"{FINDINGS}@3"  # the finding blocks of version 3 records: fewer columns
+VERSION: Final = 7
 # Which runs' steps are written (exporters.store.steps)
 STEPS_OF_FINDINGS: Final = "findings"
 STEPS_OF_ALL: Final = "all"
@@ -48,6 +59,10 @@ NO_STEPS: Final = "off"
 _HEADER: Final = struct.Struct("<B6I")
 _HEADER_V5: Final = struct.Struct("<B5I")  # version 5: no model spend's part
 _HEADER_V4: Final = struct.Struct("<B4I")  # versions 2 to 4: no steps' part either
+# The columns of the tables whose blocks had fewer in records of older versions (a table's columns are only ever
+# appended to): before version 7 none had the time of repeated steps, before version 4 findings had no signatures.
+WIDTHS_V6: Final = {table: TABLES[table].column_names.index(name) for table, name in WASTED_TIME_COLUMNS.items()}
+WIDTHS_V3: Final = {**WIDTHS_V6, FINDINGS: FINDINGS_V4_WIDTH}
 _encode: Final = _native.encode
 _merge: Final = _native.merge
 # How _native.c writes each column type's values (its kinds), and the type a block declares: ClickHouse converts
@@ -71,7 +86,6 @@ def _columns(columns: tuple[Column, ...]) -> tuple[tuple[bytes, int], ...]:
 COLUMNS: Final = {name: _columns(TABLES[name].columns) for name in ORDER}
 _TRACE_COLUMNS: Final = COLUMNS[TRACES]
 _FINDING_COLUMNS: Final = COLUMNS[FINDINGS]
-COLUMNS_V3: Final = _columns(TABLES[FINDINGS].columns[:FINDINGS_V4_WIDTH])
 _STEP_COLUMNS: Final = COLUMNS[REPEATED_STEPS]
 _JUDGEMENT_COLUMNS: Final = COLUMNS[JUDGEMENTS]
 _RUN_STEP_COLUMNS: Final = COLUMNS[STEPS]
@@ -80,6 +94,15 @@ _KIND_NAMES: Final = ("", "llm", "tool", "agent", "other")  # by StepKind
 _TIMES = {name: [i for i, c in enumerate(t.columns) if c.type_name.startswith("DateTime64(9")]
           for name, t in TABLES.items()}
 _FLOATS = {name: [i for i, c in enumerate(t.columns) if "Float" in c.type_name] for name, t in TABLES.items()}
+
+
+def _default(column: Column) -> Any:
+    """What ClickHouse fills an omitted column with."""
+    kind = column.type_name
+    return [] if kind.startswith("Array(") else "" if "String" in kind else None if kind.startswith("Nullable(") else 0
+
+
+_DEFAULTS: dict[str, list[Any]] = {name: [_default(c) for c in t.columns] for name, t in TABLES.items()}
 
 
 def nanoseconds(seconds: str | int) -> int:
@@ -100,7 +123,7 @@ def trace_row(v: Verdict) -> list[Any]:
             wasted_input += n
     return [v.trace_id, v.service, v.agent, v.models, v.started_at_ns, v.ended_at_ns, v.completion, v.steps,
             v.llm_calls, v.tool_calls, v.input_tokens, v.output_tokens, v.cost_usd, sorted(v.findings),
-            waste.repeated_steps, wasted_input, wasted_output, v.wasted_cost_usd]
+            waste.repeated_steps, wasted_input, wasted_output, v.wasted_cost_usd, waste.seconds_total]
 
 
 Quotes = Callable[[str], str] | None  # what a finding's quote is stored as (content storage opted in), or None
@@ -114,13 +137,14 @@ def finding_rows(v: Verdict | Judgement, rows: list[list[Any]], quotes: Quotes =
         mode = MODES[code]
         reason = f.reason if quotes is None or not f.quote else f"{f.reason}: {quotes(f.quote)}"
         grouped = finding_signature(v.agent, code, f)
-        wasted = 0.0
+        wasted = seconds = 0.0
         if isinstance(v, Verdict):
             for r in v.waste.steps:
                 if r.code == code:
                     wasted += r.cost_usd
+                    seconds += r.seconds
         rows.append([v.trace_id, v.service, v.agent, v.started_at_ns, code, mode.category, mode.name, f.confidence,
-                     f.basis, [e.hex() for e in f.evidence], reason, grouped, models, wasted])
+                     f.basis, [e.hex() for e in f.evidence], reason, grouped, models, wasted, seconds])
 
 
 def repeated_step_rows(v: Verdict, rows: list[list[Any]]) -> None:
@@ -130,7 +154,7 @@ def repeated_step_rows(v: Verdict, rows: list[list[Any]]) -> None:
         tokens = r.tokens  # as Step.tokens_by_type: input (uncached), output, cache_read, cache_write
         rows.append([v.trace_id, step.span_id.hex(), v.service, v.agent, r.code, r.tool,
                      step.args.fingerprint if step.args is not None else 0, r.model or "", tokens[0][1],
-                     tokens[1][1], tokens[2][1], tokens[3][1], r.cost_usd, step.start_ns])
+                     tokens[1][1], tokens[2][1], tokens[3][1], r.cost_usd, step.start_ns, r.seconds])
 
 
 def step_rows(v: Verdict, rows: list[list[Any]], quotes: Quotes = None) -> None:
@@ -234,27 +258,37 @@ def encode_judgement(j: Judgement, judged_at: float, quotes: Quotes = None) -> t
 
 
 def decode(batch: Batch) -> dict[str, bytes]:
-    """Each table's insert body for a batch: one Native block of its rows (b"" for none)."""
+    """Each table's insert body for a batch: one Native block of its rows (b"" for none). The blocks of older records
+    with fewer columns are merged apart, as `<table>@<columns>`: they are inserted with the columns they have."""
     parts: tuple[list[bytes], ...] = ([], [], [], [], [], [])
-    v3_findings: list[bytes] = []
+    narrower: dict[tuple[str, int], list[bytes]] = {}
     for payload in batch.payloads:
         version = payload[:1]
-        if version == b"\x06" or version == b"\x05" or version == b"\x04" or version == b"\x03" or version == b"\x02":
+        if version == b"\x07":
+            start = _HEADER.size
+            for i, size in enumerate(_HEADER.unpack_from(payload)[1:]):
+                if size:
+                    parts[i].append(payload[start:start + size])
+                start += size
+        elif version in (b"\x06", b"\x05", b"\x04", b"\x03", b"\x02"):
             header = _HEADER if version == b"\x06" else _HEADER_V5 if version == b"\x05" else _HEADER_V4
+            widths = WIDTHS_V3 if version == b"\x03" else WIDTHS_V6
             start = header.size
             for i, size in enumerate(header.unpack_from(payload)[1:]):
                 if size:
                     part = payload[start:start + size]
-                    if version == b"\x03" and i == 1:
-                        v3_findings.append(part)
+                    if version == b"\x02":
+                        parts[i].append(_version_2(ORDER[i], part))
+                    elif ORDER[i] in widths:
+                        narrower.setdefault((ORDER[i], widths[ORDER[i]]), []).append(part)
                     else:
-                        parts[i].append(part if version != b"\x02" else _version_2(ORDER[i], part))
+                        parts[i].append(part)
                 start += size
         elif payload:
             _version_1(payload, parts)
     tables = {name: _merge(COLUMNS[name], blocks) for name, blocks in zip(ORDER, parts, strict=True)}
-    if v3_findings:
-        tables[FINDINGS_V3] = _merge(COLUMNS_V3, v3_findings)
+    for (name, width), blocks in narrower.items():
+        tables[f"{name}@{width}"] = _merge(_columns(TABLES[name].columns[:width]), blocks)
     return tables
 
 
@@ -262,8 +296,7 @@ def _json_row(table: str, text: bytes, time_ns: Callable[[Any], int]) -> list[An
     """A row as versions 1 and 2 wrote it (a JSON array), times in nanoseconds by `time_ns`, floats as floats.
     Numbers with a fraction are read as text, so that times stay exact."""
     row = json.loads(text, parse_float=str)
-    if table == FINDINGS and len(row) == FINDINGS_V4_WIDTH:  # written before signatures
-        row += ["", [], "0"]
+    row += _DEFAULTS[table][len(row):]  # columns added since
     for i in _TIMES[table]:
         row[i] = time_ns(row[i])
     for i in _FLOATS[table]:

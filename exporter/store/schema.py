@@ -89,7 +89,8 @@ TABLES = {t.name: t for t in (
         repeated_steps UInt32,
         wasted_input_tokens UInt64,
         wasted_output_tokens UInt64,
-        wasted_cost_usd Float64"""), "(service, agent, started_at)"),
+        wasted_cost_usd Float64,
+        wasted_seconds Float64"""), "(service, agent, started_at)"),
     Table(FINDINGS, _columns("""
         trace_id String CODEC(ZSTD(1)),
         service LowCardinality(String),
@@ -104,10 +105,12 @@ TABLES = {t.name: t for t in (
         reason String CODEC(ZSTD(3)),
         signature String CODEC(ZSTD(1)),
         models Array(LowCardinality(String)),
-        wasted_cost_usd Float64"""), "(failure_mode, service, agent, started_at)"),
+        wasted_cost_usd Float64,
+        wasted_seconds Float64"""), "(failure_mode, service, agent, started_at)"),
     # One row per repeated step. Tokens and cost are those of the model call that produced the step,
     # counted at the first repeated step it produced (0 at the others), so sums match the verdict's waste.
-    # uncached_input + output + cache_read + cache_write tokens are all the tokens of that call.
+    # uncached_input + output + cache_read + cache_write tokens are all the tokens of that call. Seconds are
+    # the step's own time, plus that call's where its tokens are counted.
     Table(REPEATED_STEPS, _columns(f"""
         trace_id String CODEC(ZSTD(1)),
         span_id String CODEC(ZSTD(1)),
@@ -122,7 +125,8 @@ TABLES = {t.name: t for t in (
         cache_read_tokens {COUNT},
         cache_write_tokens {COUNT},
         cost_usd Float64 CODEC(Gorilla, ZSTD(1)),
-        started_at {TIME}"""), "(service, agent, tool, started_at)"),
+        started_at {TIME},
+        seconds Float64 CODEC(Gorilla, ZSTD(1))"""), "(service, agent, tool, started_at)"),
     # One row per mode the judge assessed in a trace: its verdict against the structural one
     # (found, confirmed, rejected, not_found); its positive answers are also mast_findings rows, basis judge.
     Table(JUDGEMENTS, _columns(f"""
@@ -304,6 +308,21 @@ def _signatures(layout: Layout) -> list[str]:
     return statements
 
 
+WASTED_TIME_COLUMNS = {TRACES: "wasted_seconds", FINDINGS: "wasted_seconds", REPEATED_STEPS: "seconds"}
+
+
+def _wasted_time(layout: Layout) -> list[str]:
+    """The time of repeated steps: per run, per finding and per repeated step (0 in rows written before)."""
+    statements = []
+    for table, name in WASTED_TIME_COLUMNS.items():
+        (column,) = [c for c in TABLES[table].columns if c.name == name]
+        add = f"ADD COLUMN IF NOT EXISTS {column.name} {column.type}"
+        statements.append(f"ALTER TABLE {layout.storage(table)}{layout.on_cluster()} {add}")
+        if layout.cluster:
+            statements.append(f"ALTER TABLE {layout.database}.{table}{layout.on_cluster()} {add}")
+    return statements
+
+
 def _decisions(layout: Layout, table: str, columns: str) -> list[str]:
     """A table of people's decisions on failure signatures: one row each time one is made, with the signature's
     mode, service and agent, `columns` (the decision), when, by whom and why; the latest row of a signature decides.
@@ -350,6 +369,7 @@ MIGRATIONS = (
     Migration(8, "reviews of findings", lambda layout: create_table(TABLES[REVIEWS], layout)),
     Migration(9, "muted failure signatures", _mutes),
     Migration(10, "resolved failure signatures", _resolutions),
+    Migration(11, "time of repeated steps", _wasted_time),
 )
 VERSION = MIGRATIONS[-1].version
 
