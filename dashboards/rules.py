@@ -76,6 +76,9 @@ def recording(config: Config) -> list[dict[str, Any]]:
         {"record": "service_agent:mast_wasted_cost_usd:ratio_rate5m",
          "expr": f"sum by ({per_agent}) (rate(mast_wasted_cost_usd_total[5m]))\n"
                  f"/ sum by ({per_agent}) (rate(mast_cost_usd_total[5m]))"},
+        {"record": "service_agent:mast_wasted_seconds:ratio_rate5m",
+         "expr": f"sum by ({per_agent}) (rate(mast_wasted_seconds_total[5m]))\n"
+                 f"/ sum by ({per_agent}) (rate(mast_run_duration_seconds_sum[5m]))"},
         {"record": f"service_agent:mast_traces:increase{w}", "expr": mode_runs(rising, by=per_agent)},
         {"record": f"service_agent:mast_{code}_traces:ratio_increase{w}", "expr": mode_ratio(rising, by=per_agent)},
         {"record": f"service_agent:mast_{code}_traces:ratio_baseline{duration(rising.baseline)}",
