@@ -1,6 +1,6 @@
 """Webhooks: a JSON POST to each configured endpoint when a run shows a selected failure mode (a loop, the turn
-limit) or its repeated-step spend passes a threshold, within moments of the span that shows it, so that an agent's
-runtime can stop the run. Each endpoint has its own bounded queue and sender thread: a slow or failing endpoint
+limit) or its repeated steps' spend or time passes a threshold, within moments of the span that shows it, so that an
+agent's runtime can stop the run. Each endpoint has its own bounded queue and sender thread: a slow or failing endpoint
 delays only its own deliveries, and never the processor (a full queue drops, counted). Bodies are signed with
 HMAC-SHA256 when a secret is set (`X-Mastwatch-Signature: sha256=<hex>`, over the raw body). Each sender keeps its
 HTTP/1.1 connection open between events (a new connection per event costs more than the event), except through a
@@ -45,6 +45,8 @@ class WebhookConfig(BaseModel):
     modes: list[str] = Field(["FM-1.3", "FM-1.5"], description="failure modes that fire it (`*`: every mode)")
     wasted_cost_usd: float | None = Field(None, gt=0, description="fire once when a run's repeated-step spend "
                                           "passes this many USD")
+    wasted_seconds: Duration | None = Field(None, gt=0, description="fire once when the time of a run's repeated "
+                                            "steps (with the model calls that produced them) passes this")
     secret: SecretStr | None = Field(None, description="HMAC-SHA256 key signing each body")
     secret_file: str | None = Field(None, description="read the key from this file instead")
     timeout: Duration = Field(5.0, gt=0, description="per attempt")
@@ -215,7 +217,7 @@ class _Endpoint:
 
 class WebhookNotifier:
     """Implements the processor's LiveListener: decides which changes are events, and hands each endpoint its
-    events. An event is sent once per trace (a mode first shown; the spend threshold first passed)."""
+    events. An event is sent once per trace (a mode first shown; a spend or time threshold first passed)."""
 
     def __init__(self, configs: list[WebhookConfig], registry: CollectorRegistry) -> None:
         self.metrics = WebhookMetrics(registry)
@@ -243,14 +245,19 @@ class WebhookNotifier:
                 threshold = config.wasted_cost_usd
                 if threshold is not None and change.wasted_cost >= threshold and \
                         self._first(index, change.trace_id, "wasted_cost"):
-                    endpoint.offer(_body("wasted_cost", change, now, None, threshold))
+                    endpoint.offer(_body("wasted_cost", change, now, None, {"threshold_usd": threshold}))
+                took = config.wasted_seconds
+                if took is not None and change.wasted_seconds >= took and \
+                        self._first(index, change.trace_id, "wasted_time"):
+                    endpoint.offer(_body("wasted_time", change, now, None, {"threshold_seconds": took}))
 
     def shutdown(self, timeout: float = 5.0) -> None:
         for endpoint in self.endpoints:
             endpoint.stop(timeout)
 
 
-def _body(event: str, change: LiveFindings, now: float, finding: Any = None, threshold: float | None = None) -> bytes:
+def _body(event: str, change: LiveFindings, now: float, finding: Any = None,
+          threshold: dict[str, float] | None = None) -> bytes:
     body: dict[str, Any] = {"event": event, "trace_id": change.trace_id.hex(), "service": change.service,
                             "agent": change.agent, "run_ended": change.final,
                             "wasted_tokens": change.wasted_tokens, "wasted_cost_usd": round(change.wasted_cost, 6),
@@ -261,5 +268,5 @@ def _body(event: str, change: LiveFindings, now: float, finding: Any = None, thr
                      "confidence": finding.confidence, "evidence": [s.hex() for s in finding.evidence],
                      "reason": finding.reason, "basis": finding.basis})
     if threshold is not None:
-        body["threshold_usd"] = threshold
+        body.update(threshold)
     return json.dumps(body, separators=(",", ":")).encode()

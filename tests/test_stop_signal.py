@@ -152,9 +152,10 @@ def test_the_findings_endpoint_asks_for_the_metrics_token(start_server, tmp_path
 
 
 def test_a_spend_threshold_fires_once_per_run(start_server) -> None:
-    endpoint = Hooks()
+    endpoint, timed = Hooks(), Hooks()
     try:
-        running = start_server(exporters__webhooks=[{"url": endpoint.url, "modes": [], "wasted_cost_usd": 0.0001}])
+        running = start_server(exporters__webhooks=[{"url": endpoint.url, "modes": [], "wasted_cost_usd": 0.0001},
+                                                    {"url": timed.url, "modes": [], "wasted_seconds": 1e-6}])
         tp = provider("grpc", running.grpc_endpoint)
         tracer = tp.get_tracer("spender")
         with agent_run(tracer):
@@ -166,8 +167,15 @@ def test_a_spend_threshold_fires_once_per_run(start_server) -> None:
         events = [b for _, b, _, _ in endpoint.received]
         assert [b["event"] for b in events] == ["wasted_cost"]
         assert events[0]["wasted_cost_usd"] >= 0.0001 and events[0]["threshold_usd"] == 0.0001
+        assert timed.arrived.wait(5)
+        running.service.webhooks.shutdown()  # whatever is queued is sent
+        events = [b for _, b, _, _ in timed.received]
+        assert [b["event"] for b in events] == ["wasted_time"]  # once, though the time kept growing
+        assert events[0]["wasted_seconds"] >= 1e-6 and events[0]["threshold_seconds"] == 1e-6
+        assert "threshold_usd" not in events[0] and "failure_mode" not in events[0]
     finally:
         endpoint.close()
+        timed.close()
 
 
 def _loops(running: RunningServer, runs: int, pause: float = 0.0) -> None:
