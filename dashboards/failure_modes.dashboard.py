@@ -17,6 +17,7 @@ def build(config: Config) -> Dashboard:
     sel = selector(where, 'service=~"$service"')
     grid = Grid()
     sections.failure_overview(grid, config, sel, f", {sel}")
+    sections.failure_budgets(grid, config, sel)
     sections.agents(grid, sel)
     sections.failure_store(grid, config, FLEET, fleet=True)
     return make_dashboard("mastwatch / Agent failure modes", UID, "MAST failure modes of agent runs, live from "

@@ -15,6 +15,7 @@ import yaml
 from mastwatch.collector.model.modes import MODES
 from mastwatch.config import Config
 
+from . import slo
 from .panels import AGENT_DASHBOARD_UID
 from .promql import duration, group, growth, mode_baseline, mode_ratio, mode_runs, run_calls_quantile
 
@@ -248,10 +249,21 @@ def gateway_alerts(config: Config) -> list[dict[str, Any]]:
     ]
 
 
+def slo_rules(config: Config) -> list[dict[str, Any]]:
+    """The failure budgets' recorded ratios and burn alerts (rules.slos; none by default)."""
+    def alert(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        return _alert(config, *args, **kwargs)
+
+    return slo.recording(config) + slo.alerts(config, alert, agent_dashboard_link(config))
+
+
 def rules(config: Config) -> dict[str, Any]:
-    return {"groups": [{"name": "mastwatch.recording", "rules": recording(config)},
-                       {"name": "mastwatch.alerts", "rules": alerts(config)},
-                       {"name": "mastwatch.gateway", "rules": gateway_alerts(config)}]}
+    groups = [{"name": "mastwatch.recording", "rules": recording(config)},
+              {"name": "mastwatch.alerts", "rules": alerts(config)},
+              {"name": "mastwatch.gateway", "rules": gateway_alerts(config)}]
+    if config.rules.slos:
+        groups.append({"name": "mastwatch.slo", "rules": slo_rules(config)})
+    return {"groups": groups}
 
 
 class _Dumper(yaml.SafeDumper):

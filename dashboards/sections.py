@@ -8,6 +8,7 @@ from mastwatch.config import Config
 from mastwatch.exporter.store import queries as q
 from mastwatch.exporter.store.queries import Dialect
 
+from . import slo
 from .panels import (
     Grid,
     PromTarget,
@@ -179,6 +180,26 @@ def failure_store(grid: Grid, config: Config, scope: Dialect, fleet: bool) -> No
                               override("top_confidence", unit="percentunit", decimals=0, custom__width=95),
                               override("reasons", custom__width=520), trace_link(config.dashboards)]),
              24, 10)
+
+
+def failure_budgets(grid: Grid, config: Config, sel: str) -> None:
+    """What each agent has left of each objective's failure budget (rules.slos), and how fast it burns."""
+    if not config.rules.slos:
+        return
+    grid.row("Failure budgets")
+    legend = "{{slo}}: {{agent}} ({{service}})"
+    grid.add(bargauge("Failure budget left", "Per objective (rules.slos) and agent: the share of its error budget "
+                      "left over the objective's period (1: whole; 0: spent; below 0: overspent). The budget is the "
+                      "share of runs the objective lets show the failure.",
+                      [prom(f"min by (slo, service, agent) ({slo.REMAINING}{{{sel}}})", legend, instant=True)],
+                      "percentunit", (("red", None), ("orange", 0), ("green", 0.25)), max_value=1), 12, 8)
+    burns = [prom(f'{slo.errors(slo.window(objective, slo.PAGE[0].long))}{{slo="{objective.name}", {sel}}}\n'
+                  f"/ {1 - objective.objective:.6g}", legend) for objective in config.rules.slos]
+    grid.add(timeseries("Failure budget burn rate", "How many times faster than its objective allows each agent "
+                        "spends its budget, over the fast page's long window (an hour for a 30-day period). 1 "
+                        "spends it exactly over the period; MastFailureBudgetBurnFast pages above 14.4 (red).",
+                        burns, "suffix:x", thresholds=(("green", None), ("orange", 1), ("red", 14.4)),
+                        threshold_style="dashed"), 12, 8)
 
 
 def spend(grid: Grid, config: Config, sel: str, model_sel: str, by: str, legend: str) -> None:

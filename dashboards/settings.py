@@ -126,6 +126,34 @@ class RegressedSignatureRule(BaseModel):
     severity: Literal["info", "warning", "critical"] = Field("warning", description="the alert's `severity` label")
 
 
+class FailureObjective(BaseModel):
+    """An objective on the share of an agent's runs that show no failure (`any`: no unmuted finding) or not one
+    mode, alerted on by how fast each agent spends its error budget (multiwindow, multi-burn-rate)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", description="the `slo` label of its series and alerts")
+    failure_mode: str = Field("any", description="a MAST mode code, or `any`: runs with any unmuted finding")
+    objective: float = Field(0.95, gt=0, lt=1, description="the share of each agent's runs that must not show it; "
+                             "the error budget is the rest")
+    period: Duration = Field(30 * 86400.0, ge=86400, description="the budget is spent over this period; the "
+                             "alerts' windows are scaled to it (those of a 30-day period: 5m to 3d)")
+    agents: list[str] = Field(default_factory=list, description="the agents it holds for (empty: every agent, "
+                              "each with its own budget)")
+    min_runs: int = Field(10, ge=1, description="an alert needs at least this many runs in its long window")
+    page_severity: Literal["info", "warning", "critical"] = Field("critical", description="of "
+                                                                  "MastFailureBudgetBurnFast (a page)")
+    ticket_severity: Literal["info", "warning", "critical"] = Field("info", description="of "
+                                                                    "MastFailureBudgetBurnSlow (a ticket: the "
+                                                                    "shipped Alertmanager routes info there)")
+
+    @field_validator("failure_mode")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value != "any" and value not in MODES:
+            raise ValueError(f"{value!r} is neither `any` nor a MAST failure mode code ({', '.join(MODES)})")
+        return value
+
+
 class HealthRules(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rejected_ratio: float = Field(0.01, gt=0, le=1, description="share of received spans rejected that alerts")
@@ -148,6 +176,8 @@ class RulesConfig(BaseModel):
     new_signature: NewSignatureRule = NewSignatureRule()
     regressed_signature: RegressedSignatureRule = RegressedSignatureRule()
     health: HealthRules = HealthRules()
+    slos: list[FailureObjective] = Field(default_factory=list, description="objectives on the share of runs "
+                                         "without a failure, with error-budget burn alerts (none by default)")
     labels: dict[str, str] = Field(default_factory=dict, description="labels added to every alert, for routing "
                                    "(e.g. {team: sre}); not `severity` or a label an alert sets itself")
 
@@ -159,6 +189,14 @@ class RulesConfig(BaseModel):
                 raise ValueError(f"{name!r} is not a Prometheus label name")
             if name in RESERVED_ALERT_LABELS:
                 raise ValueError(f"{name!r} is set by the alerts themselves")
+        return value
+
+    @field_validator("slos")
+    @classmethod
+    def _unique(cls, value: list[FailureObjective]) -> list[FailureObjective]:
+        names = [slo.name for slo in value]
+        if len(set(names)) < len(names):
+            raise ValueError(f"each objective needs its own name: {', '.join(sorted(names))}")
         return value
 
     @field_validator("runbook_url")

@@ -20,6 +20,7 @@ from mastwatch.collector.receiver.grpc_server import GrpcReceiver
 from mastwatch.collector.receiver.http_server import OtlpHttpServer
 from mastwatch.config import Config
 from mastwatch.dashboards import runbooks, trace_page
+from mastwatch.dashboards.slo import watched_modes
 from mastwatch.exporter import recent
 from mastwatch.exporter.evaluations import EvaluationEventsExporter
 from mastwatch.exporter.prometheus import JudgeMetrics, PrometheusExporter
@@ -63,7 +64,8 @@ class Service:
                           "--metrics-endpoint)")
         self.config = config
         self.recent = RecentFindings()  # asked by agents about their own run (mastwatch.guard)
-        watched = MODES[config.rules.rising.failure_mode]  # the mode whose rising rate pages
+        # the modes alerts compute each agent's rate of: the rising one, and those the failure budgets count
+        watched = [MODES[code] for code in dict.fromkeys([config.rules.rising.failure_mode, *watched_modes(config)])]
         self.prometheus = PrometheusExporter(config.exporters.prometheus, pages={runbooks.PATH: runbooks.page()},
                                              api={recent.PATH: self.recent.answer},
                                              views={trace_page.PATH: self._trace_page},
@@ -71,7 +73,7 @@ class Service:
                                              posts={path: functools.partial(self._write, what) for path, what in
                                                     ((REVIEWS_PATH, "review"), (MUTES_PATH, "mute"),
                                                      (RESOLUTIONS_PATH, "resolution"))},
-                                             watched_modes=((watched.code, watched.category),))
+                                             watched_modes=tuple((m.code, m.category) for m in watched))
         self.webhooks = WebhookNotifier(config.exporters.webhooks, self.prometheus.registry) \
             if config.exporters.webhooks else None
         telemetry = self.prometheus.self_metrics

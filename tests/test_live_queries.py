@@ -40,6 +40,8 @@ VARIABLES = {"mastwatch-failure-modes": FLEET_VARS, "mastwatch-repeated-spend": 
 # runs that query on judgements).
 MAY_BE_EMPTY = {"Rejected", "Rejections by reason"}
 # without the judge; nothing muted or marked fixed
+# With a failure budget, so that its panels and rules are run too: one on any failure, which the demo's runs show.
+WITH_SLO = Config.model_validate({"rules": {"slos": [{"name": "runs", "objective": 0.9}]}})
 STORE_MAY_BE_EMPTY = {"Judge verdicts by mode (sampled)", "Muted problems", "Fixed problems"}
 
 
@@ -84,7 +86,7 @@ def _has_data(answer: dict[str, Any]) -> bool:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory) -> Iterator[Live]:
     tmp = tmp_path_factory.mktemp("live")
-    config = server_config(tmp)
+    config = server_config(tmp, rules__slos=WITH_SLO.model_dump()["rules"]["slos"])
     service = Service(config)
     service.start()
     stop = threading.Event()
@@ -121,7 +123,7 @@ def live(tmp_path_factory) -> Iterator[Live]:
 
 
 def _targets(datasource: dict[str, str]) -> Iterator[tuple[str, dict, dict]]:
-    for uid, board in dashboards(Config()).items():
+    for uid, board in dashboards(WITH_SLO).items():
         for panel in board["panels"]:
             if panel["type"] != "row" and panel["datasource"] == datasource:
                 for target in panel["targets"]:
@@ -191,7 +193,7 @@ def test_every_rule_loads_and_evaluates(live: Live) -> None:
             break
         time.sleep(0.5)
     assert len(loaded) == len(rules.recording(live.config)) + len(rules.alerts(live.config)) + \
-        len(rules.gateway_alerts(live.config))
+        len(rules.gateway_alerts(live.config)) + len(rules.slo_rules(live.config))
     for rule in loaded:
         assert rule["health"] == "ok", (rule["name"], rule.get("lastError"))
         answer = live.api("/api/v1/query", query=rule["query"])

@@ -23,6 +23,7 @@ from tests.conftest import free_port, installed, prometheus_process
 from tests.test_stop_signal import Hooks
 
 ALERTMANAGER_YML = Path(__file__).resolve().parents[1] / "deploy" / "compose" / "alertmanager.yml"
+WITH_SLO = Config.model_validate({"rules": {"slos": [{"name": "verification", "failure_mode": "FM-3.3"}]}})
 ALERTMANAGER_PACKAGE = "Debian's prometheus-alertmanager package (apt-get install prometheus-alertmanager; " \
                        ".ci/run installs it)"
 
@@ -40,7 +41,7 @@ def test_the_compose_alertmanager_config_is_valid_and_routes_every_alert_by_seve
                             timeout=60)
     assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
     expected = {"critical": "oncall", "warning": "oncall", "info": "tickets"}
-    alerts = rules.alerts(Config())
+    alerts = rules.alerts(Config()) + [r for r in rules.slo_rules(WITH_SLO) if "alert" in r]
     assert {a["labels"]["severity"] for a in alerts} == set(expected)
     for alert in alerts:
         labels = {"alertname": alert["alert"], **alert["labels"]}
@@ -87,7 +88,9 @@ def test_the_kubernetes_alertmanager_config_routes_as_the_compose_one(tmp_path) 
     path.write_text(yaml.safe_dump(converted), encoding="utf-8")
     result = subprocess.run([amtool, "check-config", str(path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
-    for alert in rules.alerts(Config()) + rules.gateway_alerts(Config()):
+    for alert in rules.alerts(Config()) + rules.gateway_alerts(Config()) + rules.slo_rules(WITH_SLO):
+        if "alert" not in alert:
+            continue
         labels = {"alertname": alert["alert"], **alert["labels"]}
         assert _route(amtool, path, labels) == _route(amtool, ALERTMANAGER_YML, labels), alert["alert"]
 

@@ -35,6 +35,44 @@ def rules_dir(tmp_path_factory) -> Path:
     return out
 
 
+SLO = "rules.slos=[{name: verification, failure_mode: FM-3.3, objective: 0.95, agents: [verifier, steady]}]"
+
+
+@pytest.fixture(scope="module")
+def slo_rules_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("slo-rules")
+    result = subprocess.run([*MASTWATCH, "rules", "--out", str(out), "--set", SLO], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_failure_budget_rules_pass_their_unit_tests(promtool: str, slo_rules_dir: Path) -> None:
+    """An objective adds its recorded ratios, its budget left and two burn alerts, in a group of their own."""
+    result = subprocess.run([promtool, "check", "rules", str(slo_rules_dir / FILENAME)], capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 42 rules found" in result.stdout  # 31 as without, 1 budget, 7 windows, 1 left, 2 alerts
+    shutil.copy(ROOT / "tests" / "rules" / "mastwatch-slo.test.yaml", slo_rules_dir)
+    result = subprocess.run([promtool, "test", "rules", "mastwatch-slo.test.yaml"], cwd=slo_rules_dir,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    groups = yaml.safe_load((slo_rules_dir / FILENAME).read_text())["groups"]
+    assert [g["name"] for g in groups][-1] == "mastwatch.slo"
+    runbooks = (ROOT / "dashboards" / "runbooks.md").read_text()
+    for rule in groups[-1]["rules"]:
+        if "alert" in rule:
+            assert f"## {rule['alert']}\n" in runbooks and rule["labels"]["slo"] == "verification"
+
+
+def test_an_objective_is_checked_when_loaded() -> None:
+    for bad in ({"name": "x", "failure_mode": "FM-9.9"}, {"name": "Bad Name"}, {"name": "x", "objective": 1}):
+        with pytest.raises(ValidationError):
+            Config.model_validate({"rules": {"slos": [bad]}})
+    with pytest.raises(ValidationError, match="own name"):
+        Config.model_validate({"rules": {"slos": [{"name": "x"}, {"name": "x", "failure_mode": "FM-1.3"}]}})
+
+
 def test_promtool_checks_the_rules(promtool: str, rules_dir: Path) -> None:
     result = subprocess.run([promtool, "check", "rules", str(rules_dir / FILENAME)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -231,3 +232,19 @@ def test_top_and_show_ask_the_server_that_holds_the_store(server, tmp_path: Path
     with pytest.raises(remote.Unreachable, match="answers for another store"):
         remote.ask_run(other, trace_id)
     tp.shutdown()
+
+
+def test_the_modes_failure_budgets_count_start_from_zero_with_an_agents_first_run(start_server) -> None:
+    """An objective on a mode needs each agent's counter of it from the agent's first run, as the rising mode's:
+    a counter born at its first increment would show Prometheus no increase then."""
+    running = start_server(rules__slos=[{"name": "loops", "failure_mode": "FM-1.3"}])
+    tp = provider("http", running.http_url)
+    tracer = tp.get_tracer("test")
+    with agent_run(tracer):
+        step(tracer, "kubectl_get_pods", {"namespace": "prod"})
+    tp.shutdown()
+    running.wait_for(lambda: running.sample("mast_traces_total") == 1)
+    metrics = running.metrics()
+    for mode in ("FM-1.3", "FM-3.3"):  # the objective's, and the rising rule's
+        assert re.search(rf'mast_failure_mode_traces_total\{{[^}}]*failure_mode="{mode}"[^}}]*}} 0\.0', metrics), mode
+    assert 'failure_mode="FM-2.5"' not in metrics
