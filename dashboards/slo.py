@@ -3,9 +3,9 @@ ratio over the windows of multiwindow, multi-burn-rate alerting, the budget left
 two alerts: MastFailureBudgetBurnFast (a page) and MastFailureBudgetBurnSlow (a ticket).
 
 The windows and burn rates are those of the Site Reliability Workbook ("Alerting on SLOs") for a 30-day period,
-scaled to the objective's own: a page when 2% of the budget goes in an hour (burn rate 14.4, still so over the last
-5 minutes) or 5% in six hours (6, over 30 minutes); a ticket when 10% goes in a day (3, over 2 hours) or in three
-days (1, over 6 hours). The short window lets an alert stop soon after the burning does."""
+scaled to the objective's own: a page when the budget burns 14.4 times faster than the period allows over an hour
+(and still over the last 5 minutes), or 6 times over six hours (and 30 minutes); a ticket at 3 times over a day (and
+2 hours) or once over three days (and 6 hours). The short window lets an alert stop soon after the burning does."""
 
 from __future__ import annotations
 
