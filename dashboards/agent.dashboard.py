@@ -29,6 +29,7 @@ def build(config: Config) -> Dashboard:
     sel = selector(where, 'service="$service", agent="$agent"')
     grid = Grid()
     sections.failure_overview(grid, config, sel, f", {sel}")
+    sections.failure_budgets(grid, config, sel)
     sections.spend(grid, config, sel, ', model=~"$model"', "model", "model")
     sections.calls(grid, config, sel, ', model=~"$model"')
     sections.failure_store(grid, config, AGENT, fleet=False)
@@ -38,7 +39,8 @@ def build(config: Config) -> Dashboard:
                    overrides=[override("time", unit="dateTimeAsIso", custom__width=170),
                               override("duration", unit="s"), override("cost_usd", unit="currencyUSD", decimals=4),
                               override("wasted_cost_usd", unit="currencyUSD", decimals=4),
-                              trace_link(config.dashboards)]), 24, 10)
+                              override("wasted_seconds", unit="s", decimals=1), trace_link(config.dashboards)]),
+             24, 10)
     sections.spend_store(grid, config, AGENT)
     of_service = series("mast_traces_total", where, 'service="$service"')
     variables = [
