@@ -410,12 +410,13 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--cluster", metavar="NAME", help="ReplicatedMergeTree and Distributed tables, ON CLUSTER "
                         "NAME (default: exporters.store.cluster)")
     schema.add_argument("--database", metavar="DB", type=_identifier, help="default: exporters.store.database")
-    top = sub.add_parser("top", help="what the store holds: spend and waste by agent and model; waste by agent and "
+    top = sub.add_parser("top", help="what the store holds: agents by their share of runs failing; spend and waste by "
+                         "agent and model; waste by agent and "
                          "tool, by model, by tool; failure modes, failing traces, the judge's verdicts, failure "
                          "signatures (recurring problems), people's reviews of findings, the longest runs, the "
                          "signatures muted now, those marked fixed (and whether the fix held)")
     _common(top)
-    top.add_argument("what", choices=["spend", "waste", "models", "tools", "failures", "traces", "judge",
+    top.add_argument("what", choices=["agents", "spend", "waste", "models", "tools", "failures", "traces", "judge",
                                       "signatures", "reviews", "runs", "mutes", "resolutions"])
     top.add_argument("--since", default="24h", help="a duration back from now (24h, 7d) or a UTC time (default: 24h)")
     top.add_argument("--until", default="now", help="now, a duration back from now, or a UTC time (default: now)")
@@ -423,7 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument("--agent", help="only this agent")
     top.add_argument("--model", help="only this model's calls (spend) or repeated steps (waste, models, tools), or "
                      "the runs that called it, with their whole cost (traces)")
-    top.add_argument("--mode", metavar="FM-x.y", type=_mode, help="traces, signatures: only this failure mode")
+    top.add_argument("--mode", metavar="FM-x.y", type=_mode, help="agents, traces, signatures: only this failure "
+                     "mode")
     top.add_argument("--new-since", metavar="WHEN", help="signatures: only those first seen since (24h, or a UTC "
                      "time)")
     top.add_argument("--limit", type=_positive_int, default=20, help="rows (default: 20)")

@@ -112,6 +112,16 @@ def test_failing_traces_filtered_by_mode_and_time(store) -> None:
     assert len(run(store.engine, "mastwatch", "traces", Filters(T0, T0 + DAY, limit=2))) == 2
 
 
+def test_agents_by_their_share_of_runs_failing_any_mode_or_one(store) -> None:
+    rows = run(store.engine, "mastwatch", "agents", RANGE)
+    assert [(r["agent"], r["runs"], r["failing_runs"], r["failing_share"]) for r in rows] == [
+        ("sre-bot", 2, 2, 1.0), ("data-bot", 3, 2, 0.6667)]  # trace 6 is before the range; trace 5 healthy
+    assert rows[0]["top_modes"] == ["FM-1.3"] and rows[0]["wasted_usd"] == 0.05
+    fm33 = run(store.engine, "mastwatch", "agents", Filters(T0, T0 + DAY, mode="FM-3.3"))
+    assert [(r["agent"], r["failing_runs"], r["failing_share"]) for r in fm33] == [("data-bot", 1, 0.3333),
+                                                                                  ("sre-bot", 0, 0.0)]
+
+
 def test_runs_lists_every_run_the_most_model_calls_first(store) -> None:
     assert {int(r["trace_id"], 16) for r in run(store.engine, "mastwatch", "runs", RANGE)} == {1, 2, 3, 4, 5}
     for trace, calls in ((21, 2), (22, 9), (23, 5)):  # healthy runs of another agent, long and short
@@ -126,7 +136,7 @@ def test_runs_lists_every_run_the_most_model_calls_first(store) -> None:
 
 
 def test_every_query_has_a_test() -> None:
-    tested = {"spend", "waste", "models", "tools", "failures", "traces", "judge", "signatures",
+    tested = {"agents", "spend", "waste", "models", "tools", "failures", "traces", "judge", "signatures",
               "reviews",  # tests/test_reviews.py
               "mutes",  # tests/test_mutes.py
               "resolutions",  # tests/test_resolutions.py
@@ -138,7 +148,7 @@ def test_every_query_renders_for_the_cli_and_returns_rows(store) -> None:
     """The dashboards' queries too: each runs with query parameters, with rows (the dashboards run them with
     Grafana's macros in tests/test_live_queries.py)."""
     every = {name: value for name, value in vars(queries).items() if isinstance(value, Query)}
-    assert len(every) == 21 and set(QUERIES.values()) <= set(every.values())
+    assert len(every) == 22 and set(QUERIES.values()) <= set(every.values())
     for name, query in every.items():
         rows = store.query(PARAMETERS.render(query, "mastwatch"), RANGE.params())
         # one lists agents with 10 runs or more, two the signatures muted or marked fixed (their own tests have some)

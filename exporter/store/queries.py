@@ -111,6 +111,20 @@ HAVING runs >= 10
 ORDER BY share DESC, runs DESC
 LIMIT {limit}""")
 
+# Agents by the share of their runs that failed (showed {mode} when set, else any mode), with their top modes and
+# what their repeated steps burnt: the store's view of what a failure budget (rules.slos) counts. Muted problems'
+# runs count here too: a mute decides what alerts read, not what the runs were.
+AGENT_FAILURES = Query("""\
+SELECT service, agent, count() AS runs,
+       countIf({mode} = '' AND notEmpty(failure_modes) OR has(failure_modes, {mode})) AS failing_runs,
+       round(failing_runs / runs, 4) AS failing_share, topKArray(3)(failure_modes) AS top_modes,
+       round(sum(wasted_cost_usd), 6) AS wasted_usd, round(sum(wasted_seconds), 3) AS wasted_time
+FROM {db}.mast_traces
+WHERE {traces}
+GROUP BY service, agent
+ORDER BY failing_share DESC, runs DESC, service, agent
+LIMIT {limit}""")
+
 # Traces with findings, latest first: each mode with its basis and reason, and the evidence span ids.
 RECENT_FAILING_TRACES = Query("""\
 SELECT min(started_at) AS time, service, agent, arrayStringConcat(arraySort(groupArray(failure_mode)), ' ') AS modes,
@@ -435,9 +449,10 @@ LIMIT {limit}""".replace("<reviews>", _SIGNATURE_REVIEWS.replace("<which>", "sig
     "<mutes>", MUTED_NOW.replace("<which>", "1 = 1")).replace(
     "<resolutions>", RESOLVED_NOW.replace("<which>", "1 = 1")))
 
-QUERIES = {"spend": SPEND_BY_MODEL, "waste": WASTE, "models": WASTE_BY_MODEL, "tools": WASTE_BY_TOOL,
-           "failures": FAILURES, "traces": TRACES, "judge": JUDGE_VERDICTS, "signatures": SIGNATURES,
-           "reviews": REVIEWS, "runs": LONGEST_RUNS, "mutes": MUTES, "resolutions": RESOLUTIONS}
+QUERIES = {"agents": AGENT_FAILURES, "spend": SPEND_BY_MODEL, "waste": WASTE, "models": WASTE_BY_MODEL,
+           "tools": WASTE_BY_TOOL, "failures": FAILURES, "traces": TRACES, "judge": JUDGE_VERDICTS,
+           "signatures": SIGNATURES, "reviews": REVIEWS, "runs": LONGEST_RUNS, "mutes": MUTES,
+           "resolutions": RESOLUTIONS}
 
 
 @dataclass(frozen=True)
