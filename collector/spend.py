@@ -165,6 +165,8 @@ def account(waste: Waste, code: str, repeated: list[Step], llm_steps: list[Step]
         llm = producer(step, llm_steps)
         if llm is None or llm.span_id in waste.producers:
             model = (llm.model or "unknown") if llm else None
+            if llm is step:  # a repeated model output whose time was charged already, to a repeat it asked for
+                took = 0.0
             waste.seconds[tool] = waste.seconds.get(tool, 0.0) + took
             waste.steps.append(RepeatedStep(code, step, tool, model, NO_TOKENS, 0.0, took))
             continue

@@ -109,7 +109,8 @@ def cmd_demo(args: argparse.Namespace, config: Config) -> int:
             if service.store is not None:
                 rows = service.store.query(
                     f"SELECT count() AS traces, countIf(notEmpty(failure_modes)) AS failing, "
-                    f"round(sum(wasted_cost_usd), 4) AS wasted_usd FROM {service.store.table('mast_traces')}")
+                    f"round(sum(wasted_cost_usd), 4) AS wasted_usd, round(sum(wasted_seconds), 1) AS wasted_seconds "
+                    f"FROM {service.store.table('mast_traces')}")
                 print(f"  [{time.monotonic() - started:5.0f}s] stored: {rows[0]}", flush=True)
     finally:
         stop.set()

@@ -121,6 +121,11 @@ def test_wasted_time_is_the_repeats_own_and_their_producers_once() -> None:
     assert waste.seconds == pytest.approx({"search": 2.5, "lookup": 1.0, "(model output)": 4.0})
     assert [r.seconds for r in waste.steps] == pytest.approx([2.5, 1.0, 4.0, 0.0])
     assert waste.seconds_total == pytest.approx(7.5) == sum(r.seconds for r in waste.steps)
+    # a model call charged as the producer of a repeated call, then found repeating its own output: counted once
+    once = Waste()
+    account(once, "FM-1.3", [parallel[0]], [model_call])
+    account(once, "FM-1.3", [parallel[0], model_call], [model_call])
+    assert once.seconds == pytest.approx({"search": 2.5, "(model output)": 0.0})
 
 
 def test_waste_is_incremental() -> None:
