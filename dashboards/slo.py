@@ -54,14 +54,17 @@ def _selector(slo: FailureObjective) -> str:
     return 'agent=~"' + pattern.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _series(metric: str, *matchers: str) -> str:
+    present = ", ".join(m for m in matchers if m)
+    return f"{metric}{{{present}}}" if present else metric
+
+
 def _ratio(slo: FailureObjective, w: str, by: str) -> str:
     """The share of the runs of each agent the objective holds for that showed the failure over `w`."""
     sel = _selector(slo)
-    runs = f"sum by ({by}) ({growth(f'mast_traces_total{{{sel}}}' if sel else 'mast_traces_total', w)})"
-    if slo.failure_mode == "any":
-        failing = f"mast_failing_traces_total{{{sel}}}" if sel else "mast_failing_traces_total"
-    else:
-        failing = f'mast_failure_mode_traces_total{{failure_mode="{slo.failure_mode}"{", " + sel if sel else ""}}}'
+    runs = f"sum by ({by}) ({growth(_series('mast_traces_total', sel), w)})"
+    failing = _series("mast_failing_traces_total", sel) if slo.failure_mode == "any" else \
+        _series("mast_failure_mode_traces_total", f'failure_mode="{slo.failure_mode}"', sel)
     # an agent whose mode counter does not exist yet has shown the mode in none of its runs
     return f"(sum by ({by}) ({growth(failing, w)})\n or on ({by}) 0 * {runs})\n/ {runs}"
 
@@ -90,11 +93,10 @@ def _burning(slo: FailureObjective, burns: tuple[Burn, ...], by: str) -> str:
     the burn rate over the long window."""
     sel = f'{{slo="{slo.name}"}}'
     allowed = f"{1 - slo.objective:.6g}"
-    runs_sel = _selector(slo)
     conditions = []
     for burn in burns:
         long, short = window(slo, burn.long), window(slo, burn.short)
-        runs = growth(f"mast_traces_total{{{runs_sel}}}" if runs_sel else "mast_traces_total", long)
+        runs = growth(_series("mast_traces_total", _selector(slo)), long)
         conditions.append(f"(\n  {errors(long)}{sel} / {allowed} > {burn.rate:g}\n"
                           f"  and {errors(short)}{sel} / {allowed} > {burn.rate:g}\n"
                           f"  and on ({by}) sum by ({by}) ({runs}) >= {slo.min_runs}\n)")
