@@ -87,7 +87,7 @@ def test_eval_command_json_and_table(tmp_path: Path) -> None:
     assert "real_test" not in out and "blind_test" not in out and "outcomes_labelled_test" not in out
     assert list(out)[:2] == ["content", "outcomes"]  # outcomes first
     assert out["real_dev"]["runs"] == 40 and out["scenarios"]["runs"] >= 90
-    assert out["real_dev"]["not_assessed"] == ["FM-1.2", "FM-2.2", "FM-2.3", "FM-2.4"]
+    assert out["real_dev"]["not_assessed"] == ["FM-1.2", "FM-2.3", "FM-2.4"]
     for code, mode in out["scenarios"]["modes"].items():
         if code not in out["scenarios"]["not_assessed"]:
             assert mode["precision"] is not None and mode["precision"] >= 0.8, code

@@ -243,8 +243,8 @@ def test_judgement_merges_with_the_structural_verdict(chat_server) -> None:
     assert list(judgement.findings) == ["FM-2.3"] and finding.basis == "judge"
     assert finding.evidence == [bytes.fromhex(span_ids(chat_server.requests[0])[-1])]
     assert asked(chat_server.requests[0]) == item.modes
-    # no detector for FM-2.2/2.3/2.4; FM-1.2 is off until its rules are configured (FM-1.1 reads the instructions)
-    assert verdict.not_assessed == ["FM-1.2", "FM-2.2", "FM-2.3", "FM-2.4"]
+    # no detector for FM-2.3/2.4; FM-1.2 is off until its rules are configured (FM-1.1 reads the instructions)
+    assert verdict.not_assessed == ["FM-1.2", "FM-2.3", "FM-2.4"]
     chat_server.default = lambda request: Reply(answer(request, yes={"FM-1.3": "same search six times"}))
     assert judge.judge(item).verdict("FM-1.3") == "confirmed"
 

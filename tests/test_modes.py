@@ -228,7 +228,7 @@ def test_role_and_confirmation_rules_fire_only_when_configured() -> None:
 def test_verdict_lists_the_modes_not_assessed() -> None:
     verdict = classify(Run("plain").call("get_order", {"id": 1}, {"id": 1}).answer("Here it is."))
     out = verdict.to_dict()
-    assert out["not_assessed"] == ["FM-1.2", "FM-2.2", "FM-2.3", "FM-2.4"]
+    assert out["not_assessed"] == ["FM-1.2", "FM-2.3", "FM-2.4"]
     config = ProcessorConfig(detectors={"FM-3.2": {"enabled": False}})
     assert "FM-3.2" in classify(Run("x").answer("hi"), config=config).to_dict()["not_assessed"]
     assert set(out["not_assessed"]) <= set(MODES)
@@ -397,3 +397,21 @@ def test_the_root_spans_agent_settles_the_settings() -> None:
     trace.add(root, 0.0)
     engine.observe(trace, root)
     assert engine.finish(trace) == {}  # classified again with the batch agents' settings
+
+
+def test_a_made_up_value_is_named_with_its_call_and_needs_content_and_instructions() -> None:
+    made_up = SCENARIOS["d0-changes-a-made-up-record"].request
+    finding = classify_request(made_up).findings["FM-2.2"]
+    assert (finding.basis, finding.quote) == ("content", "W10017")
+    assert finding.reason.startswith("cancel_order was called with a value") and len(finding.evidence) == 1
+    assert "FM-2.2" not in classify_request(made_up, content=False).findings
+    uninstructed = Run("made-up-without-instructions")  # the value may be one the instructions prescribe
+    uninstructed.user("I would like this change: order W1001").call("get_order", {"order_id": "W1001"}, {"id": 1})
+    uninstructed.call("cancel_order", {"order_id": "W10017"}, {"id": 1, "status": "cancelled"})
+    assert "FM-2.2" not in classify(uninstructed.answer("Done: it shows cancelled.")).findings
+    instructed = Run("made-up-after-a-long-result")  # past a cut result only ids that name their kind are judged
+    instructed.instructions = "You help customers with their orders."
+    instructed.user("Cancel order W1001, please.").call("get_order", {"order_id": "W1001"}, "x" * 3000)
+    instructed.call("cancel_order", {"order_id": "W1001", "refund_to": "card_9912", "fee": 7}, {"status": "cancelled"})
+    found = classify(instructed.answer("Done: it shows cancelled.")).findings["FM-2.2"]
+    assert found.quote == "card_9912"  # the fee of 7 may be in what was cut off: not judged

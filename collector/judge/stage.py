@@ -40,7 +40,8 @@ from .transcript import Transcript, build_transcript
 
 log = logging.getLogger(__name__)
 
-UNSETTLED = ("FM-1.1", "FM-1.2", "FM-2.2", "FM-2.3", "FM-2.4")  # modes no structural detector settles
+# modes no structural detector settles (FM-2.2's finds made-up values only, not a guess between two real ones)
+UNSETTLED = ("FM-1.1", "FM-1.2", "FM-2.2", "FM-2.3", "FM-2.4")
 CHARS_PER_TOKEN = 3  # prompt size estimate before the call (JSON and ids are denser than prose)
 
 

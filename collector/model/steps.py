@@ -64,6 +64,8 @@ class Step:
     args_text: str | None  # the tool's arguments as text
     tool_calls: int  # tool calls the model's output asks for (0 when not captured)
     rules: int  # the rules the agent's instructions state (normalize.instructions bits; 0: none known)
+    instructions: str | None  # the agent's instructions in lower case, whole: one string shared by the model calls
+    # that carry the same text (content capture on)
 
     def __init__(self, trace_id: bytes, span_id: bytes, parent_span_id: bytes, kind: StepKind, name: str,
                  start_ns: int, end_ns: int, service: str, *, agent: str | None = None, model: str | None = None,
@@ -85,6 +87,7 @@ class Step:
         self.conversation_id = conversation_id
         self.said = self.user_text = self.result_text = self.args_text = None
         self.tool_calls = self.rules = 0
+        self.instructions = None
 
     @property
     def span_hex(self) -> str:

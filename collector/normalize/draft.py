@@ -26,7 +26,8 @@ USER_TEXT: Final = 16  # what the user said since the model's last turn (content
 SAID: Final = 17  # the text of the model's output, without its tool calls (content capture on)
 TOOL_CALLS: Final = 18  # how many tool calls the model's output asks for (content capture on)
 RULES: Final = 19  # the rules the agent's instructions state (normalize.instructions)
-FIELDS: Final = 20
+INSTRUCTIONS: Final = 20  # the agent's instructions in lower case (normalize.instructions; content capture on)
+FIELDS: Final = 21
 
 
 class Draft:
@@ -34,7 +35,7 @@ class Draft:
         self.present = present  # the bits of genai.OPTIONAL whose keys the span has
         # FIELDS slots
         self.values: list[Any] = [None, None, None, None, None, None, None, None, None, None, None, None, None, None,
-                                   None, None, None, None, None, None]
+                                   None, None, None, None, None, None, None]
         self.empty = True  # nothing offered yet
 
     def offer(self, field: int, value: Any) -> None:

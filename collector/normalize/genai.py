@@ -10,7 +10,7 @@ from ..model.content import TEXT_CHARS, as_json
 from ..model.steps import AGENT, LLM, OTHER, TOOL, StepKind
 from . import draft as field
 from .draft import Draft
-from .instructions import rules_of
+from .instructions import read_instructions
 
 LLM_OPERATIONS: Final = frozenset({"chat", "generate_content", "text_completion", "completion",
                                    "call_llm"})  # call_llm: any-agent
@@ -255,7 +255,9 @@ def read(attrs: dict[str, Any], name: str, draft: Draft) -> None:
         if present & CACHE_TOKENS:
             _tokens(attrs, draft, _CACHE_TOKENS)
     if present & INSTRUCTIONS and kind is not TOOL and (instructions := attrs.get(INSTRUCTIONS_KEY)) is not None:
-        draft.offer(field.RULES, rules_of(instructions))
+        rules, text = read_instructions(instructions)
+        draft.offer(field.RULES, rules)
+        draft.offer(field.INSTRUCTIONS, text or None)
     if present & FINISH:
         finish = attrs.get(FINISH_KEY)
         if type(finish) is str:  # a JSON string where arrays are flattened

@@ -1,6 +1,7 @@
 """Rules an agent's instructions (`gen_ai.system_instructions`, a system message) state, as bits a detector can
-test: a run is judged against what its agent was told. Read once per distinct text (a bounded cache): every
-model call of a run carries the same instructions."""
+test: a run is judged against what its agent was told; and the instructions' text in lower case, for the detectors
+that ask whether a value came from them. Read once per distinct text (a bounded cache): every model call of a run
+carries the same instructions, and gets the same string."""
 
 from __future__ import annotations
 
@@ -22,23 +23,26 @@ _CONFIRM: Final = re.compile(
     r"cancel|book|delet|writ|proceed|execut)|"
     r"\bbefore\b[^.\n]{0,60}\b(action|change|updat|modif|cancel|book|delet|writ)\w*[^.\n]{0,80}\b(must|need to|"
     r"have to|should)\b[^.\n]{0,30}\b(confirm|confirmation|consent|approval)", re.IGNORECASE)
-_KNOWN: Final[dict[tuple[int, str, str, str], int]] = {}
+_KNOWN: Final[dict[tuple[int, str, str, str], tuple[int, str]]] = {}
 _CACHE_LIMIT: Final = 256
 
 
-def rules_of(instructions: Any) -> int:
-    """The rule bits instructions state (0: none): text, or the conventions' JSON list of parts (as a string or
-    parsed), read once per distinct string."""
+def read_instructions(instructions: Any) -> tuple[int, str]:
+    """The rule bits instructions state (0: none) and their text in lower case: text, or the conventions' JSON list
+    of parts (as a string or parsed), read once per distinct string."""
     if type(instructions) is not str:
-        return _rules(_text(instructions))
+        text = _text(instructions)
+        return _rules(text), text.lower()
     # keyed by its length and three samples, not the whole text: each model call brings the text anew, and hashing
     # all of a long policy every time would cost more than reading the rest of the span
     n = len(instructions)
     key = (n, instructions[:256], instructions[n // 2 - 128:n // 2 + 128], instructions[-256:])
     known = _KNOWN.get(key)
     if known is None:
-        known = remember(_KNOWN, key, _rules(_text(as_json(instructions))), _CACHE_LIMIT)
+        text = _text(as_json(instructions))
+        known = remember(_KNOWN, key, (_rules(text), text.lower()), _CACHE_LIMIT)
     return known
+
 
 
 def _text(value: Any) -> str:

@@ -226,6 +226,7 @@ def normalize_span(span: SpanRecord) -> Step:
         step.output_preview = preview(text)
     step.said, step.user_text = values[field.SAID], values[field.USER_TEXT]
     step.tool_calls, step.rules = values[field.TOOL_CALLS] or 0, values[field.RULES] or 0
+    step.instructions = values[field.INSTRUCTIONS]
     if kind is LLM:  # tokens from inference spans only: agent spans repeat their children's sums
         step.input_tokens = _int(values[field.INPUT_TOKENS])
         step.output_tokens = _int(values[field.OUTPUT_TOKENS])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,11 +25,13 @@ def generate(tag: str, read: str, rargs: Any, write: str, wargs: Any, check: str
     yield r.name, set(), r.answer("The record is open and the change is allowed.")
     r = Run(f"{tag}-acts-without-yes")
     r.instructions = CONFIRM
-    r.call(read, rargs, {"id": 1, "status": "open"}).answer("I can make the change. Shall I go ahead?")
+    r.user(f"I would like this change: {json.dumps(wargs)}").call(read, rargs, {"id": 1, "status": "open"})
+    r.answer("I can make the change. Shall I go ahead?")
     r.user("How long will it take?").call(write, wargs, {"id": 1, "status": "done"})
     yield r.name, {"FM-1.1"}, r.answer("Done: the record now shows status done.")
     r = Run(f"{tag}-acts-after-yes")
     r.instructions = CONFIRM
-    r.call(read, rargs, {"id": 1, "status": "open"}).answer("I can make the change. Shall I go ahead?")
+    r.user(f"I would like this change: {json.dumps(wargs)}").call(read, rargs, {"id": 1, "status": "open"})
+    r.answer("I can make the change. Shall I go ahead?")
     r.user("Yes, please go ahead.").call(write, wargs, {"id": 1, "status": "done"})
     yield r.name, set(), r.answer("Done: the record now shows status done.")

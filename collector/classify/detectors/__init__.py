@@ -8,8 +8,8 @@ every such class it defines, or one class (`package.module:Class`). A package de
     [project.entry-points."mastwatch.detectors"]
     withholding = "my_package.withholding"
 
-Each mode has one detector at most: a plugin covers a mode no built-in detector covers (FM-2.2, FM-2.3 and FM-2.4
-by default), and a second detector for a mode is refused."""
+Each mode has one detector at most: a plugin covers a mode no built-in detector covers (FM-2.3 and FM-2.4 by
+default), and a second detector for a mode is refused."""
 
 from __future__ import annotations
 
