@@ -415,3 +415,11 @@ def test_a_made_up_value_is_named_with_its_call_and_needs_content_and_instructio
     instructed.call("cancel_order", {"order_id": "W1001", "refund_to": "card_9912", "fee": 7}, {"status": "cancelled"})
     found = classify(instructed.answer("Done: it shows cancelled.")).findings["FM-2.2"]
     assert found.quote == "card_9912"  # the fee of 7 may be in what was cut off: not judged
+
+
+def test_a_date_the_agent_worked_out_is_no_made_up_value() -> None:
+    booked = Run("books-tomorrow")
+    booked.instructions = "You book flights for customers."
+    booked.user("Book me on the first flight to Rome tomorrow.").call("search_flights", {"to": "Rome"}, [{"f": "AZ1"}])
+    booked.call("book_flight", {"flight": "AZ1", "date": "2026-01-02", "departs": "07:40"}, {"status": "booked"})
+    assert "FM-2.2" not in classify(booked.answer("Booked: it shows status booked.")).findings

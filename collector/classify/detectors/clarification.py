@@ -11,7 +11,8 @@ looked for in what the user said and what tools returned before the call, and in
 none of them holds was made up (an order id, a card, an amount the user never gave) where the agent should have
 asked. The parts of a value that carry digits are compared whole, in lower case (`W1001` is not found in `W10017`);
 a number by value (the argument 2 is found in "2.0 GB" and "$2.00"). Values of words alone (a reason, a mode) are
-not judged: they are as often the agent's fair reading of a request as a guess. Not a handover's arguments (its
+not judged: they are as often the agent's fair reading of a request as a guess; nor dates and times, which an agent
+works out from "tomorrow" or "at ten". Not a handover's arguments (its
 summary is the agent's own words), nor arguments cut at the length detectors read (`TEXT_CHARS`). Once a source was
 cut there, only identifiers that name their kind (`gift_card_0000000`, `L1002`) are judged: a figure, a word or a
 number id may be in the part not kept. A run whose instructions were not captured is not judged: the value may be
@@ -37,6 +38,9 @@ MAX_WORDS: Final = 4  # a longer text value is the agent's own prose (a summary,
 MAX_VALUE_CHARS: Final = 60
 _WORDS: Final = re.compile(r"[a-z0-9]+")
 _DIGIT: Final = re.compile(r"\d")
+# A date or a time: an agent works them out from "tomorrow" or "at ten", words no source holds as digits.
+_WHEN: Final = re.compile(r"\d{4}-\d\d-\d\d(?:[t ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:z|[+-]\d\d:?\d\d)?)?"
+                          r"|\d\d?:\d\d(?::\d\d)?")
 _NUMBER: Final = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w]|\.\d)")
 
 
@@ -147,6 +151,8 @@ class Clarification(Detector):
                 continue
             if self.cut and not _named_id(text):
                 continue  # a figure, a word or a number id may be in what was cut off
+            if _WHEN.fullmatch(text):
+                continue
             # an identifier, a date: made up when a part of it that carries digits was never seen (words alone,
             # a reason or a mode, are as often the agent's fair reading of a request as a guess)
             ids = [word for word in _WORDS.findall(text) if any(c.isdigit() for c in word)]
