@@ -328,7 +328,8 @@ def cmd_top(args: argparse.Namespace, config: Config) -> int:
     try:
         filters = Filters(time_bound(args.since, now), time_bound(args.until, now), service=args.service or "",
                           agent=args.agent or "", model=args.model or "", mode=args.mode or "", limit=args.limit,
-                          new_since_ns=time_bound(args.new_since, now) if args.new_since else 0)
+                          new_since_ns=time_bound(args.new_since, now) if args.new_since else 0,
+                          state=args.state or "")
     except ValueError as e:
         print(f"mastwatch top: {e}", file=sys.stderr)
         return 2
@@ -429,6 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "mode")
     top.add_argument("--new-since", metavar="WHEN", help="signatures: only those first seen since (24h, or a UTC "
                      "time)")
+    top.add_argument("--state", choices=["open", "muted", "resolved", "regressed"], help="signatures: only those "
+                     "open (neither muted nor marked fixed), muted, marked fixed and not seen since, or regressed")
     top.add_argument("--limit", type=_positive_int, default=20, help="rows (default: 20)")
     top.add_argument("--format", choices=["table", "csv", "json"], default="table", help="table: aligned columns "
                      "(default); csv: a header and a line per row (lists joined by commas); json: an object per line")

@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -43,8 +44,9 @@ def test_the_latest_mute_or_unmute_of_a_signature_decides_and_a_mute_ends(store)
         loop, "FM-1.3", "ana", "", "polls by design")
     assert row["runs_since"] == 0  # the runs stored were before the mute
     signatures = {r["signature"]: r for r in run(engine, "mastwatch", "signatures", RANGE)}
-    assert signatures[loop]["muted"] == "yes"
+    assert signatures[loop]["muted"] == "yes" and signatures[loop]["state"] == "muted"
     assert {r["muted"] for s, r in signatures.items() if s != loop} == {"no"}
+    assert [r["signature"] for r in run(engine, "mastwatch", "signatures", replace(RANGE, state="muted"))] == [loop]
     shown = stored_run(engine, "mastwatch", ONE)
     assert shown.recurrence[loop]["mute"]["muted_by"] == "ana"
     set_mute(engine, "mastwatch", Mute(loop, muted=False, changed_by="bo"))

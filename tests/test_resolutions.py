@@ -7,13 +7,14 @@ from __future__ import annotations
 import time
 import urllib.parse
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from mastwatch.collector.model.published import NO_INCREMENT
 from mastwatch.exporter.store.mutes import SignatureNotStored
-from mastwatch.exporter.store.queries import run, stored_run
+from mastwatch.exporter.store.queries import Filters, run, stored_run
 from mastwatch.exporter.store.resolutions import Resolution, resolved_signatures, set_resolution
 from tests.sdk_agents import agent_run, chat, provider, step
 from tests.test_mutes import ONE, loop_signature
@@ -33,7 +34,15 @@ def test_a_resolved_signature_shows_as_regressed_once_a_later_run_shows_it(store
     def shown() -> str:
         return {r["signature"]: r for r in run(engine, "mastwatch", "signatures", RANGE)}[loop]["resolved"]
 
-    assert shown().startswith("since 20")  # the runs stored were before it
+    def state() -> str:
+        """The loop's state, and the one `--state` finds it under (and only it)."""
+        (row,) = [r for r in run(engine, "mastwatch", "signatures", RANGE) if r["signature"] == loop]
+        holding = {s for s in ("open", "muted", "resolved", "regressed")
+                   if loop in {r["signature"] for r in run(engine, "mastwatch", "signatures", replace(RANGE, state=s))}}
+        assert holding == {row["state"]}
+        return row["state"]
+
+    assert shown().startswith("since 20") and state() == "resolved"  # the runs stored were before it
     (held,) = run(engine, "mastwatch", "resolutions", RANGE)
     assert (held["signature"], held["mode"], held["agent_name"], held["resolved_by"], held["runs_since"],
             held["last_seen_since"], held["note"]) == (loop, "FM-1.3", "sre-bot", "ana", 0, "", "new prompt")
@@ -41,13 +50,16 @@ def test_a_resolved_signature_shows_as_regressed_once_a_later_run_shows_it(store
     assert (resolution["resolved_by"], resolution["note"], resolution["runs_since"]) == ("ana", "new prompt", 0)
     store.export_verdicts([make_verdict(7, "ops", "sre-bot", time.time_ns(), ("kubectl",))], [NO_INCREMENT])
     assert store.flush()
-    assert shown().startswith("regressed: 1 runs since 20")
+    assert shown().startswith("regressed: 1 runs since 20") and state() == "regressed"
     (broke,) = run(engine, "mastwatch", "resolutions", RANGE)
     assert broke["runs_since"] == 1 and broke["last_seen_since"] >= broke["resolved_at"]
     assert stored_run(engine, "mastwatch", ONE).recurrence[loop]["resolution"]["runs_since"] == 1
     set_resolution(engine, "mastwatch", Resolution(loop, resolved=False, changed_by="bo"))
     assert resolved_signatures(engine, "mastwatch") == {}
     assert shown() == "" and "resolution" not in stored_run(engine, "mastwatch", ONE).recurrence[loop]
+    assert state() == "open"
+    with pytest.raises(ValueError, match="state is one of open, muted"):
+        Filters.from_query({**RANGE.query(), "state": "closed"})
     assert run(engine, "mastwatch", "resolutions", RANGE) == []
 
 

@@ -53,11 +53,13 @@ class Dialect:
     limit: str | None = None
     mode: str | None = None
     new_since: str = "toDateTime64(0, 9, 'UTC')"  # signatures first seen since: all of them unless the reader asks
+    state: str = "''"  # signatures in this state only (open, muted, resolved, regressed): all unless the reader asks
 
     def render(self, query: Query, database: str) -> str:
         if "{mode}" in query.sql and self.mode is None:
             raise ValueError("this query filters by failure mode, which the dialect does not provide")
-        values = {"{db}": database, "{range}": self.range, "{new_since}": self.new_since, "{bucket}": self.bucket,
+        values = {"{db}": database, "{range}": self.range, "{new_since}": self.new_since, "{state}": self.state,
+                  "{bucket}": self.bucket,
                   "{mode}": self.mode or "",
                   "{modes}": f"({self.mode} = '' OR failure_mode = {self.mode})" if self.mode else "1 = 1",
                   "{limit}": self.limit or str(query.limit), "{rows}": _all(self.range, self.match),
@@ -78,7 +80,7 @@ PARAMETERS = Dialect(
     models="({model:String} = '' OR has(models, {model:String}))",
     model="({model:String} = '' OR model = {model:String})",
     bucket="toStartOfHour(started_at)", limit="{limit:UInt32}", mode="{mode:String}",
-    new_since="{new_since:DateTime64(9, 'UTC')}")
+    new_since="{new_since:DateTime64(9, 'UTC')}", state="{state:String}")
 
 # --- failure modes --------------------------------------------------------------------------------------------
 
@@ -323,8 +325,8 @@ LIMIT {limit}""")
 
 # Recurring problems: each signature seen in the range (its runs there), with what mast_signatures keeps of it
 # for all time: runs, first and last sighting, waste, models, an example trace, and the reviews of its findings (each
-# run's latest: confirmed, dismissed; a signature dismissed before is likely a false alarm again). {new_since}: first
-# seen since.
+# run's latest: confirmed, dismissed; a signature dismissed before is likely a false alarm again), and its state: open,
+# muted, resolved (marked fixed, not seen since) or regressed. {new_since}: first seen since; {state}: in that state.
 # Each signature's reviews, each run's latest per mode: n_confirmed, n_dismissed (<which>: the signatures wanted).
 _SIGNATURE_REVIEWS = """(SELECT f.signature AS signature, countIf(v.verdict = 'confirmed') AS n_confirmed,
            countIf(v.verdict = 'dismissed') AS n_dismissed
@@ -430,6 +432,8 @@ SELECT s.signature AS signature, s.failure_mode AS mode, s.service AS service_na
        if(rs.signature = '', '', if(rs.runs_since = 0, concat('since ', toString(toDateTime64(rs.changed, 3))),
           concat('regressed: ', toString(rs.runs_since), ' runs since ', toString(toDateTime64(rs.changed, 3)))))
            AS resolved,
+       multiIf(rs.signature != '' AND rs.runs_since > 0, 'regressed', mu.signature != '', 'muted',
+               rs.signature != '', 'resolved', 'open') AS state,
        s.sample_reason AS latest_reason
 FROM (SELECT signature, failure_mode, service, agent, uniqMerge(runs) AS all_runs, min(first_seen) AS first,
              max(last_seen) AS last, sum(wasted_cost_usd) AS wasted, groupUniqArrayArray(models) AS model_list,
@@ -443,7 +447,7 @@ INNER JOIN (SELECT signature, uniqExact(trace_id) AS runs_in_range
 LEFT JOIN <reviews> AS rv ON s.signature = rv.signature
 LEFT JOIN <mutes> AS mu ON s.signature = mu.signature
 LEFT JOIN <resolutions> AS rs ON s.signature = rs.signature
-WHERE s.first >= {new_since}
+WHERE s.first >= {new_since} AND ({state} = '' OR state = {state})
 ORDER BY runs_in_range DESC, s.last DESC, s.signature
 LIMIT {limit}""".replace("<reviews>", _SIGNATURE_REVIEWS.replace("<which>", "signature != ''")).replace(
     "<mutes>", MUTED_NOW.replace("<which>", "1 = 1")).replace(
@@ -453,6 +457,9 @@ QUERIES = {"agents": AGENT_FAILURES, "spend": SPEND_BY_MODEL, "waste": WASTE, "m
            "tools": WASTE_BY_TOOL, "failures": FAILURES, "traces": TRACES, "judge": JUDGE_VERDICTS,
            "signatures": SIGNATURES, "reviews": REVIEWS, "runs": LONGEST_RUNS, "mutes": MUTES,
            "resolutions": RESOLUTIONS}
+
+
+SIGNATURE_STATES = ("", "open", "muted", "resolved", "regressed")  # '': every state
 
 
 @dataclass(frozen=True)
@@ -465,6 +472,7 @@ class Filters:
     mode: str = ""
     limit: int = 20
     new_since_ns: int = 0
+    state: str = ""
 
     def query(self) -> dict[str, str]:
         """The filters as URL query parameters (`from_query` reads them back)."""
@@ -473,11 +481,13 @@ class Filters:
     @classmethod
     def from_query(cls, query: dict[str, str]) -> Filters:
         """ValueError when a parameter is missing or not of its type."""
+        if query.get("state", "") not in SIGNATURE_STATES:
+            raise ValueError(f"state is one of {', '.join(s for s in SIGNATURE_STATES if s)}")
         try:
             return cls(since_ns=int(query["since_ns"]), until_ns=int(query["until_ns"]),
                        service=query.get("service", ""), agent=query.get("agent", ""), model=query.get("model", ""),
                        mode=query.get("mode", ""), limit=int(query.get("limit", "20")),
-                       new_since_ns=int(query.get("new_since_ns", "0")))
+                       new_since_ns=int(query.get("new_since_ns", "0")), state=query.get("state", ""))
         except KeyError as e:
             raise ValueError(f"missing query parameter {e}") from None
 
