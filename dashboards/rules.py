@@ -1,9 +1,7 @@
 """`mastwatch rules --out DIR`: Prometheus recording and alerting rules (DIR/mastwatch-rules.yaml), or with
 `--prometheus-rule` the same groups as a Prometheus Operator PrometheusRule (DIR/mastwatch-prometheusrule.yaml).
 
-Recording rules follow the level:metric:operations naming. Alerts carry summary, description and runbook_url
-(docs/runbooks.md has one section per alert), and those about an agent, with `dashboards.grafana_url`, a link to
-its drill-down dashboard."""
+Recording rules follow the level:metric:operations naming; alerts are made as `alerting` says."""
 
 from __future__ import annotations
 
@@ -16,37 +14,11 @@ from mastwatch.collector.model.modes import MODES
 from mastwatch.config import Config
 
 from . import slo
-from .panels import AGENT_DASHBOARD_UID
+from .alerting import agent_dashboard_link, alert
 from .promql import duration, group, growth, mode_baseline, mode_ratio, mode_runs, run_calls_quantile
 
 FILENAME = "mastwatch-rules.yaml"
 PROMETHEUS_RULE = "mastwatch-prometheusrule.yaml"
-
-
-def agent_dashboard_link(config: Config, service: bool = True) -> str | None:
-    """The agent drill-down of the alert's agent (and service), with the alert's labels as its variables; None
-    without `dashboards.grafana_url`."""
-    url = config.dashboards.grafana_url.rstrip("/")
-    if not url:
-        return None
-    variables = ("var-service={{ $labels.service | urlquery }}&" if service else "") + \
-        "var-agent={{ $labels.agent | urlquery }}"
-    return f"{url}/d/{AGENT_DASHBOARD_UID}?{variables}"
-
-
-def _alert(config: Config, name: str, expr: str, hold: float, severity: str, summary: str, description: str,
-           labels: dict[str, str] | None = None, keep_firing_for: float = 0, dashboard: str | None = None) -> dict[
-        str, Any]:
-    rule: dict[str, Any] = {"alert": name, "expr": expr}
-    if hold:
-        rule["for"] = duration(hold)
-    if keep_firing_for:
-        rule["keep_firing_for"] = duration(keep_firing_for)
-    rule["labels"] = {**config.rules.labels, "severity": severity, **(labels or {})}
-    rule["annotations"] = {"summary": summary, "description": description,
-                           "runbook_url": config.rules.runbook_url.replace("{anchor}", name.lower()),
-                           **({"dashboard": dashboard} if dashboard else {})}
-    return rule
 
 
 def recording(config: Config) -> list[dict[str, Any]]:
@@ -122,7 +94,7 @@ def alerts(config: Config) -> list[dict[str, Any]]:
     instance = group(*config.dashboards.topology_labels, "job", "instance")
     spent = f"agent:mast_wasted_cost_usd:increase{sw}"
     return [
-        _alert(config, "MastFailureModeRateRising",
+        alert(config, "MastFailureModeRateRising",
                f"{ratio} > {rising.factor:g} * {baseline}\nand {ratio} >= {rising.min_rate:g}\n"
                f"and service_agent:mast_traces:increase{w} >= {rising.min_traces}",
                rising.hold, rising.severity,
@@ -131,7 +103,7 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                f"{mode.code} {mode.name}, more than {rising.factor:g}x its rate over the {base} before and at least "
                f"{rising.min_rate:.0%}, with at least {rising.min_traces} runs.",
                {"failure_mode": mode.code}, rising.keep_firing_for, agent_dashboard_link(config)),
-        _alert(config, "MastRunsGettingLonger",
+        alert(config, "MastRunsGettingLonger",
                f"{run_length_series(config, 'current')}\n> {length.factor:g} * {run_length_series(config, 'baseline')}"
                f"\nand {run_length_series(config, 'runs')} >= {length.min_runs}", length.hold, length.severity,
                "Runs of {{ $labels.agent }} ({{ $labels.service }}) take more model calls",
@@ -140,7 +112,7 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                f"over the {duration(length.baseline)} before, with at least {length.min_runs} runs: its runs go round "
                "longer before they end (a loop, a failing tool, a changed prompt or model), whether or not a "
                "detector names it.", dashboard=agent_dashboard_link(config)),
-        _alert(config, "MastRepeatedStepSpendOverBudget",
+        alert(config, "MastRepeatedStepSpendOverBudget",
                f"{spent}\n> on (agent) group_left ()\n(agent:mast_wasted_cost_usd:budget{sw} "
                f"or on (agent) (max by (agent) (0 * {spent}) + {spend.budget_usd:g}))",
                spend.hold, "warning",
@@ -150,7 +122,7 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                f"{{{{ $value | printf \"%.2f\" }}}} USD over the last {sw}, over its budget (rules.wasted_spend: "
                f"{spend.budget_usd:g} USD unless the agent has its own).",
                dashboard=agent_dashboard_link(config, service=False)),
-        _alert(config, "MastNewFailureSignature",
+        alert(config, "MastNewFailureSignature",
                f"sum by ({group(*topology, 'service', 'agent', 'failure_mode')}) "
                f"({growth('mast_new_failure_signatures_total', nw)}) > 0", 0, "info",
                "New recurring failure of {{ $labels.agent }}: {{ $labels.failure_mode }}",
@@ -159,7 +131,7 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                f"{config.exporters.prometheus.signature_min_runs} runs within the last {nw}. "
                f"`mastwatch top signatures --new-since {nw}` names it, with an example trace.",
                dashboard=agent_dashboard_link(config)),
-        _alert(config, "MastFailureSignatureRegressed",
+        alert(config, "MastFailureSignatureRegressed",
                f"sum by ({group(*topology, 'service', 'agent', 'failure_mode')}) "
                f"({growth('mast_regressed_failure_signatures_total', rw)}) > 0", 0, regressed.severity,
                "A fixed failure of {{ $labels.agent }} is back: {{ $labels.failure_mode }}",
@@ -167,42 +139,42 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                f"{{{{ $labels.failure_mode }}}}, marked fixed (`mastwatch resolve`), has shown again in a run within "
                f"the last {rw}. `mastwatch top signatures` says which (`resolved`: regressed), with an example "
                "trace.", dashboard=agent_dashboard_link(config)),
-        _alert(config, "MastwatchDown", f"up{{{job}}} == 0", 300, "critical",
+        alert(config, "MastwatchDown", f"up{{{job}}} == 0", 300, "critical",
                "mastwatch {{ $labels.instance }} cannot be scraped",
                "Prometheus cannot scrape this mastwatch: its runs' failure modes and spend are not counted, and the "
                "failure-mode alerts cannot fire for the agents it serves."),
-        _alert(config, "MastwatchAbsent", f"absent(up{{{job}}})", 600, "critical",
+        alert(config, "MastwatchAbsent", f"absent(up{{{job}}})", 600, "critical",
                f"no mastwatch target is scraped (job {health.job})",
                f"Prometheus scrapes no target of job {health.job}: every mast_* series is gone, so the failure-mode "
                "and spend alerts have no data and stay silent. The replicas were removed, or the scrape config or "
                "ServiceMonitor no longer matches them (rules.health.job must name the job that scrapes them)."),
-        _alert(config, "MastwatchRejectingSpans",
+        alert(config, "MastwatchRejectingSpans",
                f"sum by ({instance}) (rate(mastwatch_spans_rejected_total{{{job}}}[5m]))\n"
                f"/ sum by ({instance}) (rate(mastwatch_spans_received_total{{{job}}}[5m])) > "
                f"{health.rejected_ratio:g}", 600, "warning",
                "mastwatch {{ $labels.instance }} rejects {{ $value | humanizePercentage }} of spans",
                "Spans are rejected for invalid ids (bad clients) or queue_full (backpressure: clients retry, "
                "but the instance is saturated). See mastwatch_spans_rejected_total by reason."),
-        _alert(config, "MastwatchRejectingRequests",
+        alert(config, "MastwatchRejectingRequests",
                f"sum by ({instance}, reason) (rate(mastwatch_requests_rejected_total{{{job}}}[5m])) > 0",
                900, "info",
                "mastwatch {{ $labels.instance }} refuses OTLP requests ({{ $labels.reason }})",
                "Whole OTLP requests are refused as {{ $labels.reason }}: malformed bodies, or bodies over "
                "receiver.*.max_*_mib. Their spans are lost unless the client retries."),
-        _alert(config, "MastwatchLateSpans",
+        alert(config, "MastwatchLateSpans",
                f"sum by ({instance}) (rate(mastwatch_late_spans_total{{{job}}}[10m]))\n"
                f"/ sum by ({instance}) (rate(mastwatch_spans_received_total{{{job}}}[10m])) > "
                f"{health.late_ratio:g}", 900, "warning",
                "mastwatch {{ $labels.instance }} drops {{ $value | humanizePercentage }} of spans as late",
                "Spans arrive after their trace was classified and are dropped: processor.decision_wait is shorter "
                "than the clients' export delay, or traces are evicted early."),
-        _alert(config, "MastwatchEvictingTraces",
+        alert(config, "MastwatchEvictingTraces",
                f"sum by ({instance}) (rate(mastwatch_traces_evicted_total{{{job}}}[10m])) > 0", 900, "warning",
                "mastwatch {{ $labels.instance }} evicts traces before they complete",
                "processor.max_traces traces, or processor.max_buffered_spans spans, are in flight, so the oldest "
                "traces are classified before they end; their later spans are dropped as late. Raise the limit (and "
                "the memory limit with it) or add replicas."),
-        _alert(config, "MastwatchStoreFailing",
+        alert(config, "MastwatchStoreFailing",
                f"sum by ({instance}) (increase(mastwatch_store_errors_total{{{job}}}[5m])) > 0\n"
                f"and sum by ({instance}) (mastwatch_store_queue_rows{{{job}}}) > 0", 600, "warning",
                "mastwatch {{ $labels.instance }} cannot write to its store",
@@ -210,7 +182,7 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                "(mastwatch_store_queue_rows) and are written once the store is back; past "
                "exporters.store.max_queued_rows or max_queued_mib the oldest are dropped "
                "(MastwatchStoreDroppingRows). The logs say why."),
-        _alert(config, "MastwatchStoreDroppingRows",
+        alert(config, "MastwatchStoreDroppingRows",
                f"sum by ({instance}) (increase(mastwatch_store_rows_dropped_total{{{job}}}[10m])) > 0", 0,
                "critical", "mastwatch {{ $labels.instance }} dropped {{ $value | printf \"%.0f\" }} store rows",
                "The store has been failing long enough for exporters.store.max_queued_rows rows to wait; the "
@@ -225,23 +197,23 @@ def gateway_alerts(config: Config) -> list[dict[str, Any]]:
     job = f'job="{health.gateway_job}"'
     instance = group(*config.dashboards.topology_labels, "job", "instance")
     return [
-        _alert(config, "MastwatchGatewayDown", f"up{{{job}}} == 0", 300, "critical",
+        alert(config, "MastwatchGatewayDown", f"up{{{job}}} == 0", 300, "critical",
                "gateway Collector {{ $labels.instance }} is down",
                "Prometheus cannot scrape the gateway Collector: agents sending to it may be failing."),
-        _alert(config, "MastwatchGatewayDroppingSpans",
+        alert(config, "MastwatchGatewayDroppingSpans",
                f"sum by ({instance}, exporter) (rate(otelcol_exporter_send_failed_spans_total{{{job}}}[5m])) > 0"
                f"\nor sum by ({instance}, exporter) "
                f"(rate(otelcol_exporter_enqueue_failed_spans_total{{{job}}}[5m])) > 0",
                0, "critical", "gateway {{ $labels.instance }} drops spans bound for mastwatch ({{ $labels.exporter }})",
                "The gateway's exporter gave up on spans (retries exhausted, or its queue refused them): those runs "
                "are missing or incomplete in mastwatch. See the Collector's logs."),
-        _alert(config, "MastwatchGatewayQueueFilling",
+        alert(config, "MastwatchGatewayQueueFilling",
                f"max by ({instance}, exporter) (otelcol_exporter_queue_size{{{job}}}\n"
                f"/ otelcol_exporter_queue_capacity{{{job}}}) > {health.gateway_queue_ratio:g}",
                600, "warning", "gateway {{ $labels.instance }} sending queue {{ $value | humanizePercentage }} full",
                "mastwatch accepts spans more slowly than agents send them (its queue pushes back, or replicas are "
                "down); once the gateway's queue is full the agents are held back."),
-        _alert(config, "MastwatchGatewayRefusingSpans",
+        alert(config, "MastwatchGatewayRefusingSpans",
                f"sum by ({instance}, receiver) (rate(otelcol_receiver_refused_spans_total{{{job}}}[5m])) > 0",
                600, "warning", "gateway {{ $labels.instance }} refuses agents' spans ({{ $labels.receiver }})",
                "The gateway's receiver refuses spans (its memory limiter, or a full queue): agents retry, or drop "
@@ -251,10 +223,7 @@ def gateway_alerts(config: Config) -> list[dict[str, Any]]:
 
 def slo_rules(config: Config) -> list[dict[str, Any]]:
     """The failure budgets' recorded ratios and burn alerts (rules.slos; none by default)."""
-    def alert(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        return _alert(config, *args, **kwargs)
-
-    return slo.recording(config) + slo.alerts(config, alert, agent_dashboard_link(config))
+    return slo.recording(config) + slo.alerts(config)
 
 
 def rules(config: Config) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from .panels import (
     override,
     prom,
     regex_override,
+    series,
     sql,
     stat,
     table,
@@ -191,10 +192,12 @@ def failure_budgets(grid: Grid, config: Config, sel: str) -> None:
     grid.add(bargauge("Failure budget left", "Per objective (rules.slos) and agent: the share of its error budget "
                       "left over the objective's period (1: whole; 0: spent; below 0: overspent). The budget is the "
                       "share of runs the objective lets show the failure.",
-                      [prom(f"min by (slo, service, agent) ({slo.REMAINING}{{{sel}}})", legend, instant=True)],
+                      [prom(f"min by (slo, service, agent) ({series(slo.REMAINING, sel)})", legend, instant=True)],
                       "percentunit", (("red", None), ("orange", 0), ("green", 0.25)), max_value=1), 12, 8)
-    burns = [prom(f'{slo.errors(slo.window(objective, slo.PAGE[0].long))}{{slo="{objective.name}", {sel}}}\n'
-                  f"/ {1 - objective.objective:.6g}", legend) for objective in config.rules.slos]
+    burns = []
+    for objective in config.rules.slos:
+        ratio = series(slo.errors(slo.window(objective, slo.PAGE[0].long)), f'slo="{objective.name}"', sel)
+        burns.append(prom(f"{ratio}\n/ {1 - objective.objective:.6g}", legend))
     grid.add(timeseries("Failure budget burn rate", "How many times faster than its objective allows each agent "
                         "spends its budget, over the fast page's long window (an hour for a 30-day period). 1 "
                         "spends it exactly over the period; MastFailureBudgetBurnFast pages above 14.4 (red).",

@@ -10,13 +10,14 @@ scaled to the objective's own: a page when the budget burns 14.4 times faster th
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from mastwatch.collector.model.modes import MODES
 from mastwatch.config import Config
 
+from .alerting import agent_dashboard_link, alert
+from .panels import series
 from .promql import duration, group, growth
 from .settings import FailureObjective
 
@@ -54,17 +55,12 @@ def _selector(slo: FailureObjective) -> str:
     return 'agent=~"' + pattern.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _series(metric: str, *matchers: str) -> str:
-    present = ", ".join(m for m in matchers if m)
-    return f"{metric}{{{present}}}" if present else metric
-
-
 def _ratio(slo: FailureObjective, w: str, by: str) -> str:
     """The share of the runs of each agent the objective holds for that showed the failure over `w`."""
     sel = _selector(slo)
-    runs = f"sum by ({by}) ({growth(_series('mast_traces_total', sel), w)})"
-    failing = _series("mast_failing_traces_total", sel) if slo.failure_mode == "any" else \
-        _series("mast_failure_mode_traces_total", f'failure_mode="{slo.failure_mode}"', sel)
+    runs = f"sum by ({by}) ({growth(series('mast_traces_total', sel), w)})"
+    failing = series("mast_failing_traces_total", sel) if slo.failure_mode == "any" else \
+        series("mast_failure_mode_traces_total", f'failure_mode="{slo.failure_mode}"', sel)
     # an agent whose mode counter does not exist yet has shown the mode in none of its runs
     return f"(sum by ({by}) ({growth(failing, w)})\n or on ({by}) 0 * {runs})\n/ {runs}"
 
@@ -96,18 +92,16 @@ def _burning(slo: FailureObjective, burns: tuple[Burn, ...], by: str) -> str:
     conditions = []
     for burn in burns:
         long, short = window(slo, burn.long), window(slo, burn.short)
-        runs = growth(_series("mast_traces_total", _selector(slo)), long)
+        runs = growth(series("mast_traces_total", _selector(slo)), long)
         conditions.append(f"(\n  {errors(long)}{sel} / {allowed} > {burn.rate:g}\n"
                           f"  and {errors(short)}{sel} / {allowed} > {burn.rate:g}\n"
                           f"  and on ({by}) sum by ({by}) ({runs}) >= {slo.min_runs}\n)")
     return "\nor\n".join(conditions)
 
 
-Alert = Callable[..., dict[str, Any]]  # rules._alert with the configuration given
-
-
-def alerts(config: Config, alert: Alert, link: str | None) -> list[dict[str, Any]]:
-    """The burn alerts of every objective; `link`: the agent dashboard's (an annotation), if any."""
+def alerts(config: Config) -> list[dict[str, Any]]:
+    """The burn alerts of every objective."""
+    link = agent_dashboard_link(config)
     by = group(*config.dashboards.topology_labels, "service", "agent")
     rules = []
     for slo in config.rules.slos:
@@ -119,7 +113,7 @@ def alerts(config: Config, alert: Alert, link: str | None) -> list[dict[str, Any
                 ("MastFailureBudgetBurnFast", PAGE, slo.page_severity, 120, "in hours or days"),
                 ("MastFailureBudgetBurnSlow", TICKET, slo.ticket_severity, 900, "by the period's end")):
             rules.append(alert(
-                name, _burning(slo, burns, by), hold, severity,
+                config, name, _burning(slo, burns, by), hold, severity,
                 f"{{{{ $labels.agent }}}} spends its {slo.name} failure budget "
                 "{{ $value | printf \"%.1f\" }}x too fast",
                 f"Objective {slo.name}: at most {allowed} of the runs of each agent show {what}, over {period}. "
