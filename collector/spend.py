@@ -21,7 +21,7 @@ from genai_prices.types import TieredPrices
 
 from .bounded import remember
 from .model.steps import LLM, Step, ended_by
-from .model.waste import NO_TOKENS, RepeatedStep, Waste, seconds
+from .model.waste import NO_TOKENS, RepeatedStep, Waste
 
 log = logging.getLogger(__name__)
 MTOK: Final = 1_000_000
@@ -161,7 +161,7 @@ def account(waste: Waste, code: str, repeated: list[Step], llm_steps: list[Step]
     for step in repeated[waste.accounted.get(code, 0):]:
         tool = step.tool if step.tool is not None else "(model output)"
         waste.repeated_by_tool[tool] = waste.repeated_by_tool.get(tool, 0) + 1
-        took = seconds(step)
+        took = step.seconds
         llm = producer(step, llm_steps)
         if llm is None or llm.span_id in waste.producers:
             model = (llm.model or "unknown") if llm else None
@@ -172,7 +172,7 @@ def account(waste: Waste, code: str, repeated: list[Step], llm_steps: list[Step]
             continue
         waste.producers.add(llm.span_id)
         if llm is not step:  # a repeated model output is its own producer: its time is counted once
-            took += seconds(llm)
+            took += llm.seconds
         waste.seconds[tool] = waste.seconds.get(tool, 0.0) + took
         model = llm.model or "unknown"
         tokens = llm.tokens_by_type()

@@ -365,7 +365,7 @@ class MastSeries:
             if found.replaced:
                 self.limit.overflowed("tool")
             found.calls[0] += 1
-            found.seconds[0] += max(step.end_ns - step.start_ns, 0) / 1e9
+            found.seconds[0] += step.seconds
         for model, (n, seconds) in verdict.model_calls.items():
             found = models.get(model)
             if found is None:

@@ -90,6 +90,11 @@ class Step:
         self.instructions = None
 
     @property
+    def seconds(self) -> float:
+        """The span's duration (0 for one that ends before it starts)."""
+        return max(self.end_ns - self.start_ns, 0) / 1e9
+
+    @property
     def span_hex(self) -> str:
         return self.span_id.hex()
 

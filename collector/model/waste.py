@@ -18,11 +18,6 @@ def float_sum(values: dict[str, float]) -> float:
     return total
 
 
-def seconds(step: Step) -> float:
-    """A step's duration in seconds (0 for a span that ends before it starts)."""
-    return max(step.end_ns - step.start_ns, 0) / 1e9
-
-
 class RepeatedStep:
     """One repeated step and what it is charged with: the tokens and cost of the model call that produced
     it, at the first repeated step that call produced (later ones are charged nothing, so the steps' figures

@@ -63,6 +63,7 @@ _HEADER_V4: Final = struct.Struct("<B4I")  # versions 2 to 4: no steps' part eit
 # appended to): before version 7 none had the time of repeated steps, before version 4 findings had no signatures.
 WIDTHS_V6: Final = {table: TABLES[table].column_names.index(name) for table, name in WASTED_TIME_COLUMNS.items()}
 WIDTHS_V3: Final = {**WIDTHS_V6, FINDINGS: FINDINGS_V4_WIDTH}
+_NO_WIDTHS: Final[dict[str, int]] = {}  # version 7: every block has every column
 _encode: Final = _native.encode
 _merge: Final = _native.merge
 # How _native.c writes each column type's values (its kinds), and the type a block declares: ClickHouse converts
@@ -264,15 +265,9 @@ def decode(batch: Batch) -> dict[str, bytes]:
     narrower: dict[tuple[str, int], list[bytes]] = {}
     for payload in batch.payloads:
         version = payload[:1]
-        if version == b"\x07":
-            start = _HEADER.size
-            for i, size in enumerate(_HEADER.unpack_from(payload)[1:]):
-                if size:
-                    parts[i].append(payload[start:start + size])
-                start += size
-        elif version in (b"\x06", b"\x05", b"\x04", b"\x03", b"\x02"):
-            header = _HEADER if version == b"\x06" else _HEADER_V5 if version == b"\x05" else _HEADER_V4
-            widths = WIDTHS_V3 if version == b"\x03" else WIDTHS_V6
+        if version in (b"\x07", b"\x06", b"\x05", b"\x04", b"\x03", b"\x02"):
+            header = _HEADER if version in (b"\x07", b"\x06") else _HEADER_V5 if version == b"\x05" else _HEADER_V4
+            widths = _NO_WIDTHS if version == b"\x07" else WIDTHS_V3 if version == b"\x03" else WIDTHS_V6
             start = header.size
             for i, size in enumerate(header.unpack_from(payload)[1:]):
                 if size:
