@@ -386,7 +386,8 @@ class Processor:
         changes = []
         for trace, found in traces:
             findings = list(found.values())
-            service = trace.first().service
+            first = trace.first()
+            service = first.service
             if self.muted:  # a known problem is no reason to act on a run
                 muted = self._muted_codes(trace.agent() or service, findings)
                 findings = [f for f in findings if f.code not in muted]
@@ -397,7 +398,7 @@ class Processor:
             for usd in waste.cost.values():
                 cost += usd
             changes.append(LiveFindings(trace.trace_id, service, trace.agent() or service, findings, tokens, cost,
-                                        final, waste.seconds_total))
+                                        final, waste.seconds_total, first.version, first.environment))
         for listener in self.listeners:
             try:
                 listener.findings_changed(changes)
@@ -510,6 +511,7 @@ class Processor:
             for model, n in unpriced.items():
                 self.telemetry.unpriced_calls(model, n)
         models = [model for model, _ in by_model] if len(by_model) < 2 else sorted({m for m, _ in by_model})
+        first = trace.first()
         return Verdict(
             trace_id=trace.trace_id.hex(), service=published.service, agent=published.agent,
             models=models, started_at_ns=trace.started_ns, ended_at_ns=trace.ended_ns,
@@ -517,4 +519,5 @@ class Processor:
             input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=float_sum(cost),
             findings=findings, waste=waste, completion=reason, tokens=tokens, cost=cost,
             not_assessed=self.engine.not_assessed_for(trace), trace_steps=trace.steps, model_calls=calls,
-            muted=self._muted_codes(published.agent, findings.values()) if self.muted and findings else None)
+            muted=self._muted_codes(published.agent, findings.values()) if self.muted and findings else None,
+            version=first.version, environment=first.environment)

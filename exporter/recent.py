@@ -43,7 +43,7 @@ class RecentFindings:
             return 200, {"trace_id": trace_hex, "flagged": False, "findings": []}
         return 200, {
             "trace_id": trace_hex, "flagged": True, "run_ended": change.final, "service": change.service,
-            "agent": change.agent, "wasted_tokens": change.wasted_tokens,
+            "agent": change.agent, **change.release(), "wasted_tokens": change.wasted_tokens,
             "wasted_cost_usd": round(change.wasted_cost, 6), "wasted_seconds": round(change.wasted_seconds, 6),
             "findings": [{"failure_mode": f.code, "name": MODES[f.code].name, "category": MODES[f.code].category,
                           "confidence": f.confidence, "evidence": [s.hex() for s in f.evidence], "reason": f.reason,

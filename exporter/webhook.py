@@ -259,7 +259,7 @@ class WebhookNotifier:
 def _body(event: str, change: LiveFindings, now: float, finding: Any = None,
           threshold: dict[str, float] | None = None) -> bytes:
     body: dict[str, Any] = {"event": event, "trace_id": change.trace_id.hex(), "service": change.service,
-                            "agent": change.agent, "run_ended": change.final,
+                            "agent": change.agent, **change.release(), "run_ended": change.final,
                             "wasted_tokens": change.wasted_tokens, "wasted_cost_usd": round(change.wasted_cost, 6),
                             "wasted_seconds": round(change.wasted_seconds, 6), "time": now}
     if finding is not None:

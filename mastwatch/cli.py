@@ -416,10 +416,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "agent and model; waste by agent and "
                          "tool, by model, by tool; failure modes, failing traces, the judge's verdicts, failure "
                          "signatures (recurring problems), people's reviews of findings, the longest runs, the "
-                         "signatures muted now, those marked fixed (and whether the fix held)")
+                         "signatures muted now, those marked fixed (and whether the fix held), each release of an "
+                         "agent against the one before")
     _common(top)
     top.add_argument("what", choices=["agents", "spend", "waste", "models", "tools", "failures", "traces", "judge",
-                                      "signatures", "reviews", "runs", "mutes", "resolutions"])
+                                      "signatures", "reviews", "runs", "mutes", "resolutions", "versions"])
     top.add_argument("--since", default="24h", help="a duration back from now (24h, 7d) or a UTC time (default: 24h)")
     top.add_argument("--until", default="now", help="now, a duration back from now, or a UTC time (default: now)")
     top.add_argument("--service", help="only this service")

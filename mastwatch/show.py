@@ -71,6 +71,12 @@ def models(stored: StoredRun) -> str:
                      for m in stored.spend)
 
 
+def release(run: dict[str, Any]) -> str:
+    """A run's version and environment as one phrase: "3.2.0 in production"."""
+    version, environment = run["version"], run["environment"]
+    return f"{version or '(no version)'} in {environment}" if environment else version
+
+
 def header(stored: StoredRun) -> list[tuple[str, str]]:
     """The run's verdict as (label, value) lines."""
     r = stored.run
@@ -78,6 +84,7 @@ def header(stored: StoredRun) -> list[tuple[str, str]]:
     waste = usd(r["wasted_cost_usd"]) + (f" and {seconds(round(r['wasted_seconds'] * 1e9))} on {repeats}"
                                          if r["repeated_steps"] else "")
     return [("trace", r["trace_id"]), ("service", r["service"]), ("agent", r["agent"]),
+            *([("release", release(r))] if r["version"] or r["environment"] else []),
             ("models", models(stored)),
             ("time", f"{when(r['started_ns'])}, lasted {seconds(int(r['ended_ns']) - int(r['started_ns']))}"),
             ("steps", f"{r['steps']} ({plural(r['llm_calls'], 'model call')}, {plural(r['tool_calls'], 'tool call')})"),

@@ -14,10 +14,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 
-def provider(protocol: str, endpoint: str, service: str = "test-agents") -> TracerProvider:
-    """A TracerProvider exporting each span as it ends (SimpleSpanProcessor), so tests need no sleeps."""
+def provider(protocol: str, endpoint: str, service: str = "test-agents",
+             resource: dict[str, str] | None = None) -> TracerProvider:
+    """A TracerProvider exporting each span as it ends (SimpleSpanProcessor), so tests need no sleeps; `resource`:
+    attributes of its resource besides the service's name."""
     exporter = GrpcExporter(endpoint=endpoint, insecure=True) if protocol == "grpc" else HttpExporter(endpoint=endpoint)
-    tp = TracerProvider(resource=Resource.create({"service.name": service}))
+    tp = TracerProvider(resource=Resource.create({"service.name": service, **(resource or {})}))
     tp.add_span_processor(SimpleSpanProcessor(exporter))
     return tp
 

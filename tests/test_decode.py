@@ -277,6 +277,35 @@ def test_service_name_values(value: AnyValue | None) -> None:
     assert_same(request(span_bytes(), resource=service_resource(value)), expect_error=False)
 
 
+RELEASE_KEYS = ("service.version", "deployment.environment.name", "deployment.environment")
+
+
+@pytest.mark.parametrize("key", RELEASE_KEYS)
+@pytest.mark.parametrize("value", VALUES, ids=lambda v: v.WhichOneof("value") or "unset")
+def test_release_values(key: str, value: AnyValue) -> None:
+    assert_same(request(span_bytes(), resource=ser(Resource(attributes=[KeyValue(key=key, value=value)]))),
+                expect_error=False)
+
+
+def test_a_span_takes_its_release_from_its_resource() -> None:
+    """service.version and the deployment environment (the newer key, else the older one) come with each span of the
+    resource, "" when it names none; the last value of a key wins."""
+    def resource(*pairs: tuple[str, str]) -> bytes:
+        return ser(Resource(attributes=[KeyValue(key=k, value=AnyValue(string_value=v)) for k, v in pairs]))
+
+    cases = [((("service.version", "1.4.2"), ("deployment.environment.name", "production")), ("1.4.2", "production")),
+             ((("deployment.environment", "staging"),), ("", "staging")),
+             ((("deployment.environment", "staging"), ("deployment.environment.name", "production")),
+              ("", "production")),
+             ((("deployment.environment.name", ""), ("deployment.environment", "staging")), ("", "staging")),
+             ((("service.version", "1"), ("service.version", "2")), ("2", "")),
+             ((), ("", ""))]
+    for pairs, (version, environment) in cases:
+        data = request(span_bytes(), span_bytes(span_id=b"\x02" * 8), resource=resource(*pairs))
+        for decoded in (decode(data), decode_python(data)):
+            assert {(r.version, r.environment) for r in decoded.spans} == {(version, environment)}, pairs
+
+
 def test_all_values_in_one_span() -> None:
     kvs = [kv(f"k{i}", v) for i, v in enumerate(VALUES)]
     assert_same(request(attr_span(*kvs), attr_span(*reversed(kvs))), expect_error=False)
@@ -769,6 +798,8 @@ def test_other_record_types() -> None:
         h: Any
         i: Any
         j: Any
+        k: Any
+        m: Any
 
     data = request(span_bytes(), attr_span(kv("k", AnyValue(int_value=1))), resource=service_resource(None))
     want = [tuple(r) for r in decode_python(data).spans]

@@ -210,7 +210,7 @@ def test_every_rule_loads_and_evaluates(live: Live) -> None:
 
 def test_every_clickhouse_panel_query_runs_on_the_store(live: Live) -> None:
     targets = list(_targets(CLICKHOUSE))
-    assert len(targets) == 33
+    assert len(targets) == 35
     live.service.store.flush()
     from mastwatch.exporter.store.mutes import Mute, set_mute
     from mastwatch.exporter.store.resolutions import Resolution, set_resolution
@@ -231,6 +231,8 @@ def test_every_clickhouse_panel_query_runs_on_the_store(live: Live) -> None:
         if panel["title"] == "Failure signatures" and uid == "mastwatch-agent":  # the agent's own
             assert {r["agent_name"] for r in rows} == {"sre-bot"}
             assert {r["muted"] for r in rows if r["signature"] == looping["signature"]} == {"yes"}
+        if panel["title"] == "Releases" and uid == "mastwatch-agent":
+            assert {(r["agent"], r["runs"] > 0) for r in rows} == {("sre-bot", True)}
         if panel["title"] == "Fixed problems":  # (empty where nothing is marked fixed)
             assert [(r["signature"], r["resolved_by"]) for r in rows] == [(looping["signature"], "dev")]
         if panel["title"] == "Muted problems":  # (empty where nothing is muted)
@@ -252,7 +254,7 @@ def test_the_report_renders_the_store_panels(live: Live, tmp_path: Path) -> None
     live.service.store.flush()
     now = int(time.time())
     results, chosen = report.run(live.service.store.query, live.config, now - 86400, now)
-    assert len(results) == len(report.panels(live.config)) == 18
+    assert len(results) == len(report.panels(live.config)) == 19
     assert all(rows or panel["title"] in STORE_MAY_BE_EMPTY for _, panel, rows in results)
     # a day asked for, the demo's minute drawn: the range starts at its first run, in buckets of seconds
     assert chosen.end - chosen.start < 600 and chosen.interval_s <= 30

@@ -185,6 +185,16 @@ def test_threads_carry_their_names_at_the_os_level(server) -> None:
     assert any(name.startswith("otlp-grpc_") for name in names)
 
 
+def stored_loop(server, tp) -> str:
+    """A run calling the same tool four times, sent through `tp` and stored as the store's only row; its trace id."""
+    tracer = tp.get_tracer("test")
+    with agent_run(tracer) as root:
+        for _ in range(4):
+            step(tracer, "kubectl_get_pods", {"namespace": "prod"})
+    server.wait_for(lambda: server.rows("SELECT count() AS n FROM {db}.mast_traces")[0]["n"] == 1)
+    return format(root.get_span_context().trace_id, "032x")
+
+
 def test_top_and_show_ask_the_server_that_holds_the_store(server, tmp_path: Path) -> None:
     """chDB lets one process open the store: `top` and `show` run beside the server read through its metrics port,
     as they would read the store themselves; with no server there, one line says what to pass."""
@@ -192,12 +202,7 @@ def test_top_and_show_ask_the_server_that_holds_the_store(server, tmp_path: Path
     import subprocess
 
     tp = provider("http", server.http_url)
-    tracer = tp.get_tracer("test")
-    with agent_run(tracer) as root:
-        for _ in range(4):
-            step(tracer, "kubectl_get_pods", {"namespace": "prod"})
-    trace_id = format(root.get_span_context().trace_id, "032x")
-    server.wait_for(lambda: server.rows("SELECT count() AS n FROM {db}.mast_traces")[0]["n"] == 1)
+    trace_id = stored_loop(server, tp)
     store = server.service.config.exporters.store.path
     endpoint = server.metrics_url.removeprefix("http://").removesuffix("/metrics")
     mastwatch = [sys.executable, "-m", "mastwatch.cli"]
@@ -231,6 +236,33 @@ def test_top_and_show_ask_the_server_that_holds_the_store(server, tmp_path: Path
         remote.ask_top(other, "traces", Filters(0, 2**62))
     with pytest.raises(remote.Unreachable, match="answers for another store"):
         remote.ask_run(other, trace_id)
+    tp.shutdown()
+
+
+def test_a_runs_version_and_environment_come_from_its_resource(server, tmp_path: Path) -> None:
+    """service.version and deployment.environment.name, as the SDK's resource carries them (OTEL_RESOURCE_ATTRIBUTES,
+    OTEL_SERVICE_VERSION), are the run's: in its row, in the pull answer and in `top versions`."""
+    import json
+    import subprocess
+    import urllib.request
+
+    tp = provider("grpc", server.grpc_endpoint, service="ops", resource={"service.version": "2.3.0",
+                                                                         "deployment.environment.name": "production"})
+    trace_id = stored_loop(server, tp)
+    assert server.rows("SELECT version, environment FROM {db}.mast_traces") == [
+        {"version": "2.3.0", "environment": "production"}]
+    with urllib.request.urlopen(server.metrics_url.removesuffix("/metrics") + f"/v1/findings/{trace_id}") as reply:
+        answer = json.load(reply)
+    assert (answer["flagged"], answer["version"], answer["environment"]) == (True, "2.3.0", "production")
+    endpoint = server.metrics_url.removeprefix("http://").removesuffix("/metrics")
+    top = subprocess.run([sys.executable, "-m", "mastwatch.cli", "top", "versions", "--format", "json", "--store-path",
+                          server.service.config.exporters.store.path, "--set",
+                          f"exporters.prometheus.endpoint={endpoint}"], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)
+    assert top.returncode == 0, top
+    (row,) = [json.loads(line) for line in top.stdout.splitlines()]
+    assert (row["service"], row["environment"], row["version"], row["runs"], row["failing_runs"]) == (
+        "ops", "production", "2.3.0", 1, 1)
     tp.shutdown()
 
 

@@ -83,7 +83,8 @@ def looped(start_server, hooks: Hooks) -> RunningServer:
 def test_a_looping_agent_is_stopped_by_the_guard_and_the_webhook_fires_within_a_second(looped, hooks) -> None:
     host, port = looped.service.metrics_address
     guard = Guard(f"http://{host}:{port}")
-    tp = provider("grpc", looped.grpc_endpoint)
+    tp = provider("grpc", looped.grpc_endpoint, resource={"service.version": "2.3.0",
+                                                          "deployment.environment.name": "production"})
     tracer = tp.get_tracer("looping-agent")
     calls, ended = 0, []
     with agent_run(tracer) as root:
@@ -113,6 +114,7 @@ def test_a_looping_agent_is_stopped_by_the_guard_and_the_webhook_fires_within_a_
     assert body["event"] == "failure_mode" and body["failure_mode"] == "FM-1.3"
     assert body["trace_id"] == f"{trace_id:032x}" and body["agent"] == "sre-bot" and body["evidence"]
     assert body["wasted_seconds"] > 0
+    assert (body["version"], body["environment"]) == ("2.3.0", "production")  # from the SDK's resource
     expected = "sha256=" + hmac.new(SECRET.encode(), raw, hashlib.sha256).hexdigest()
     assert headers["X-Mastwatch-Signature"] == expected
     looped.wait_for(lambda: looped.sample("mastwatch_webhook_deliveries_total", outcome="delivered") == 1)

@@ -535,7 +535,6 @@ def test_records_of_version_6_still_queued_are_written_after_an_upgrade(tmp_path
     the columns it has: its time is 0; the same run queued now has it."""
     import struct
 
-    from mastwatch.exporter.store import records
 
     verdict = make_verdict(trace=1)
     rows, payload = encode([verdict])
@@ -561,7 +560,34 @@ def test_records_of_version_6_still_queued_are_written_after_an_upgrade(tmp_path
                                                   "ORDER BY started_at")] == [2.5, 0.5]
     finally:
         store.shutdown()
-    assert records.VERSION == 7
+
+
+def test_records_of_version_7_still_queued_are_written_after_an_upgrade(tmp_path) -> None:
+    """A record queued before runs' version and environment (format 7: mast_traces blocks of fewer columns) is
+    written with the columns it has: both read ''; the same run queued now has them."""
+    import struct
+
+    from mastwatch.exporter.store import records
+
+    verdict = make_verdict(trace=1)
+    rows, payload = encode([verdict])
+    sizes = struct.unpack_from("<B6I", payload)[1:]
+    width = records.WIDTHS_V7[TRACES]
+    traces = records._encode(records._columns(TABLES[TRACES].columns[:width]), [records.trace_row(verdict)[:width]])
+    old = struct.pack("<B6I", 7, len(traces), *sizes[1:]) + traces + payload[struct.calcsize("<B6I") + sizes[0]:]
+    store = queued_before_and_now(tmp_path, rows, old, verdict)
+    try:
+        released = make_verdict(trace=3)
+        released.version, released.environment = "1.4.2", "production"
+        store.export_verdicts([released], [NO_INCREMENT])
+        assert store.flush()
+        assert store.query("SELECT trace_id, version, environment FROM mastwatch.mast_traces ORDER BY trace_id") == [
+            {"trace_id": f"{1:032x}", "version": "", "environment": ""},
+            {"trace_id": f"{2:032x}", "version": "", "environment": ""},
+            {"trace_id": f"{3:032x}", "version": "1.4.2", "environment": "production"}]
+    finally:
+        store.shutdown()
+    assert records.VERSION == 8
 
 
 def test_a_failing_fsync_of_the_queue_is_retried_not_the_writers_end(tmp_path, monkeypatch) -> None:

@@ -135,8 +135,46 @@ def test_runs_lists_every_run_the_most_model_calls_first(store) -> None:
     assert rows[0]["seconds"] == 1.0 and rows[0]["started"] == "2026-01-01 00:00:00.000"
 
 
+def test_each_release_against_the_one_before_in_its_environment(store) -> None:
+    """Per agent and environment, newest release first: its share of failing runs and whether it moved beyond chance
+    from the release before (two-proportion z-test); runs that named no version are a release of their own ('')."""
+    releases = [("production", "1.0", 40, 4), ("production", "1.1", 40, 16), ("production", "1.2", 12, 5),
+                ("production", "1.3", 20, 0), ("staging", "1.1", 15, 1)]
+    verdicts, trace = [], 100
+    for order, (environment, version, runs, failing) in enumerate(releases):
+        for i in range(runs):
+            trace += 1
+            verdict = make_verdict(trace, "ops", "sre-bot", T0 + order * 3_600 * 10**9 + i, (),
+                                   modes=("FM-3.3",) if i < failing else ())
+            verdict.version, verdict.environment = version, environment
+            verdicts.append(verdict)
+    store.export_verdicts(verdicts, [None] * len(verdicts))
+    assert store.flush()
+    rows = run(store.engine, "mastwatch", "versions", replace(RANGE, agent="sre-bot"))
+    assert [(r["environment"], r["version"], r["runs"], r["failing_runs"], r["previous_version"],
+             r["share_change"], r["against_previous"]) for r in rows] == [
+        ("", "", 2, 2, "", 0, ""),  # the fixture's runs, which named no release
+        ("production", "1.3", 20, 0, "1.2", -0.4167, "better"),
+        ("production", "1.2", 12, 5, "1.1", 0.0167, "same"),
+        ("production", "1.1", 40, 16, "1.0", 0.3, "worse"),
+        ("production", "1.0", 40, 4, "", 0, ""),
+        ("staging", "1.1", 15, 1, "", 0, "")]
+    assert rows[3]["top_modes"] == ["FM-3.3"] and rows[3]["failing_share"] == 0.4
+    assert rows[3]["first_run"] == "2026-01-01 01:00:00.000"
+    newest_runs = [make_verdict(trace + i, "ops", "sre-bot", T0 + 9 * 3_600 * 10**9 + i, (), modes=())
+                for i in range(1, 6)]
+    for verdict in newest_runs:
+        verdict.version, verdict.environment = "1.4", "production"
+    store.export_verdicts(newest_runs, [None] * len(newest_runs))
+    assert store.flush()
+    newest = run(store.engine, "mastwatch", "versions", replace(RANGE, agent="sre-bot"))[1]
+    assert (newest["version"], newest["previous_version"], newest["against_previous"]) == ("1.4", "1.3",
+                                                                                           "too few runs")
+    assert run(store.engine, "mastwatch", "versions", replace(RANGE, service="nope")) == []
+
+
 def test_every_query_has_a_test() -> None:
-    tested = {"agents", "spend", "waste", "models", "tools", "failures", "traces", "judge", "signatures",
+    tested = {"agents", "spend", "waste", "models", "tools", "failures", "traces", "judge", "signatures", "versions",
               "reviews",  # tests/test_reviews.py
               "mutes",  # tests/test_mutes.py
               "resolutions",  # tests/test_resolutions.py
@@ -148,7 +186,7 @@ def test_every_query_renders_for_the_cli_and_returns_rows(store) -> None:
     """The dashboards' queries too: each runs with query parameters, with rows (the dashboards run them with
     Grafana's macros in tests/test_live_queries.py)."""
     every = {name: value for name, value in vars(queries).items() if isinstance(value, Query)}
-    assert len(every) == 22 and set(QUERIES.values()) <= set(every.values())
+    assert len(every) == 23 and set(QUERIES.values()) <= set(every.values())
     for name, query in every.items():
         rows = store.query(PARAMETERS.render(query, "mastwatch"), RANGE.params())
         # one lists agents with 10 runs or more, two the signatures muted or marked fixed (their own tests have some)

@@ -336,3 +336,23 @@ def test_cache_reads_and_writes_are_told_apart() -> None:
     step = {"input_tokens": 5000, "output_tokens": 100, "cache_read_tokens": 1000, "cache_write_tokens": 4000}
     assert tokens(step) == "5,000→100 (1,000 read from cache, 4,000 written to cache)"
     assert tokens({**step, "cache_read_tokens": 0, "cache_write_tokens": 0}) == "5,000→100"
+
+
+def test_show_names_the_release_a_run_came_from(store) -> None:
+    """The version and environment its resource named, one phrase; no line when it named neither."""
+    from mastwatch.exporter.store.queries import stored_run
+    from mastwatch.show import header, release
+
+    path, (_, failing, _) = store
+    from mastwatch.exporter.store.chdb_engine import ChdbEngine
+
+    engine = ChdbEngine(str(path), create=False)
+    try:
+        stored = stored_run(engine, "mastwatch", failing.trace_id)
+    finally:
+        engine.close()
+    assert stored is not None and "release" not in dict(header(stored))  # the recorded runs named none
+    stored.run.update(version="3.2.0", environment="production")
+    assert dict(header(stored))["release"] == "3.2.0 in production"
+    assert [release({"version": v, "environment": e}) for v, e in (("3.2.0", ""), ("", "staging"))] == [
+        "3.2.0", "(no version) in staging"]

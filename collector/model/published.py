@@ -8,6 +8,7 @@ from typing import Final
 
 from .modes import FailureMode
 from .steps import Finding
+from .verdict import release_fields
 from .waste import Waste
 
 
@@ -48,12 +49,18 @@ class LiveFindings:
     wasted_cost: float
     wasted_seconds: float
     final: bool
+    version: str  # as Verdict's
+    environment: str
 
     def __init__(self, trace_id: bytes, service: str, agent: str, findings: list[Finding], wasted_tokens: int,
-                 wasted_cost: float, final: bool, wasted_seconds: float = 0.0) -> None:
+                 wasted_cost: float, final: bool, wasted_seconds: float = 0.0, version: str = "",
+                 environment: str = "") -> None:
         self.trace_id, self.service, self.agent, self.findings = trace_id, service, agent, findings
         self.wasted_tokens, self.wasted_cost, self.final = wasted_tokens, wasted_cost, final
-        self.wasted_seconds = wasted_seconds
+        self.wasted_seconds, self.version, self.environment = wasted_seconds, version, environment
+
+    def release(self) -> dict[str, str]:
+        return release_fields(self.version, self.environment)
 
 
 

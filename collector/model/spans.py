@@ -19,3 +19,5 @@ class SpanRecord(NamedTuple):
     # the OR of the marks normalisation gives the attribute keys (normalize.span.KEY_MARKS): which conventions
     # read the span, which optional keys it has; -1 when not worked out (a record made by hand)
     key_marks: int = -1
+    version: str = ""  # the resource's service.version
+    environment: str = ""  # the resource's deployment.environment.name (or the older deployment.environment)

@@ -66,6 +66,8 @@ class Step:
     rules: int  # the rules the agent's instructions state (normalize.instructions bits; 0: none known)
     instructions: str | None  # the agent's instructions in lower case, whole: one string shared by the model calls
     # that carry the same text (content capture on)
+    version: str  # the span's resource's service.version ("" when it has none)
+    environment: str  # the span's resource's deployment environment ("" when it names none)
 
     def __init__(self, trace_id: bytes, span_id: bytes, parent_span_id: bytes, kind: StepKind, name: str,
                  start_ns: int, end_ns: int, service: str, *, agent: str | None = None, model: str | None = None,
@@ -88,6 +90,7 @@ class Step:
         self.said = self.user_text = self.result_text = self.args_text = None
         self.tool_calls = self.rules = 0
         self.instructions = None
+        self.version = self.environment = ""
 
     @property
     def seconds(self) -> float:

@@ -36,6 +36,16 @@ def rfc3339_ns(text: str) -> int:
     return (day - _EPOCH) // timedelta(seconds=1) * 1_000_000_000 + int(text[20:29])
 
 
+def release_fields(version: str, environment: str) -> dict[str, str]:
+    """A run's version and environment as the JSON answers carry them: only those its spans named."""
+    fields = {}
+    if version:
+        fields["version"] = version
+    if environment:
+        fields["environment"] = environment
+    return fields
+
+
 @dataclass(init=False)  # __init__ written out: it is compiled, a generated one is not
 class Verdict:
     trace_id: str
@@ -59,13 +69,16 @@ class Verdict:
     trace_steps: list[Step]  # the run's steps, as they arrived, for the store's step rows (not in the JSON)
     model_calls: dict[str, tuple[int, float]]  # model -> (inference calls, their seconds); not in the JSON
     muted: list[str]  # the modes whose finding's signature is muted: known, and not to alert on
+    version: str  # the agent's release: its resource's service.version ("" when it has none)
+    environment: str  # the deployment it ran in: its resource's deployment.environment.name ("" when none)
 
     def __init__(self, trace_id: str, service: str, agent: str, models: list[str], started_at_ns: int,
                  ended_at_ns: int, steps: int, llm_calls: int, tool_calls: int, input_tokens: int, output_tokens: int,
                  cost_usd: float, findings: dict[str, Finding], waste: Waste, completion: str = "complete",
                  tokens: dict[tuple[str, str], int] | None = None, cost: dict[str, float] | None = None,
                  not_assessed: list[str] | None = None, trace_steps: list[Step] | None = None,
-                 model_calls: dict[str, tuple[int, float]] | None = None, muted: list[str] | None = None) -> None:
+                 model_calls: dict[str, tuple[int, float]] | None = None, muted: list[str] | None = None,
+                 version: str = "", environment: str = "") -> None:
         self.trace_id, self.service, self.agent, self.models = trace_id, service, agent, models
         self.started_at_ns, self.ended_at_ns, self.steps = started_at_ns, ended_at_ns, steps
         self.llm_calls, self.tool_calls, self.input_tokens, self.output_tokens = (llm_calls, tool_calls, input_tokens,
@@ -77,6 +90,7 @@ class Verdict:
         self.trace_steps = [] if trace_steps is None else trace_steps
         self.model_calls = {} if model_calls is None else model_calls
         self.muted = [] if muted is None else muted
+        self.version, self.environment = version, environment
 
     @property
     def failing(self) -> bool:
@@ -99,7 +113,8 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "trace_id": self.trace_id, "service": self.service, "agent": self.agent, "models": self.models,
+            "trace_id": self.trace_id, "service": self.service, "agent": self.agent,
+            **release_fields(self.version, self.environment), "models": self.models,
             "started_at": rfc3339(self.started_at_ns), "ended_at": rfc3339(self.ended_at_ns),
             "steps": self.steps, "llm_calls": self.llm_calls, "tool_calls": self.tool_calls,
             "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,

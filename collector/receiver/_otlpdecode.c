@@ -3,7 +3,8 @@
  *
  * decode_request(data, record_type) -> (records, rejected) gives exactly what decode.decode_python(data)
  * gives (the protobuf runtime, upb): records are record_type(service, trace_id, span_id, parent_span_id,
- * name, start_ns, end_ns, status_code, attributes, key_marks) in wire order, spans with invalid ids are
+ * name, start_ns, end_ns, status_code, attributes, key_marks, version, environment) in wire order (version
+ * and environment from the resource, see Resource), spans with invalid ids are
  * counted and left out, and input that upb refuses raises ValueError. key_marks: the OR of the marks
  * configure() gives the keys of the attribute dict (those added from the status and events too).
  *
@@ -36,9 +37,9 @@
  * count_spans(data) -> int counts the spans of a request from the framing of its three outer levels only (the
  * receiver's check for room in its queue before decoding); what it refuses, decode_request refuses too.
  *
- * Record construction: when record_type is a tuple subclass with 10 _fields (a NamedTuple, which cannot
+ * Record construction: when record_type is a tuple subclass with 12 _fields (a NamedTuple, which cannot
  * override __new__), the instance is allocated with tp_alloc and filled in place (what tuple.__new__
- * does for a subclass); any other record_type is called with the 10 values.
+ * does for a subclass); any other record_type is called with the 12 values.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -47,7 +48,7 @@
 #include <string.h>
 
 #define MAX_DEPTH 100
-#define RECORD_FIELDS 10
+#define RECORD_FIELDS 12
 
 typedef const unsigned char *cptr;
 
@@ -56,6 +57,15 @@ typedef struct {
 } Dec;
 
 static PyObject *unknown_service; /* "unknown_service" */
+static PyObject *empty_string;    /* "" */
+
+/* What a span takes from its resource: the str of its service.name (unknown_service without one), service.version and
+ * deployment environment (deployment.environment.name, else the older deployment.environment), "" without. */
+typedef struct {
+    PyObject *service;
+    PyObject *version;
+    PyObject *environment;
+} Resource;
 
 /* Attributes added from the status and the last exception event, in the order they are added. */
 enum { ADD_EXC_TYPE, ADD_EXC_MESSAGE, ADD_EXC_ESCAPED, ADD_STATUS, ADD_COUNT };
@@ -1168,9 +1178,14 @@ shared_id(PyObject **table, int keep, cptr p, Py_ssize_t n)
     return b;
 }
 
-/* Resource (contents in [p, end)): the value of its last service.name attribute, if any. */
+/* Resource attributes a span record carries, by their index in `found` (the last value of each key wins). */
+enum { RES_SERVICE, RES_VERSION, RES_ENVIRONMENT, RES_LEGACY_ENVIRONMENT, RES_COUNT };
+static const char *const RESOURCE_KEYS[RES_COUNT] = {"service.name", "service.version", "deployment.environment.name",
+                                                     "deployment.environment"};
+
+/* Resource (contents in [p, end)): the values of the attributes of RESOURCE_KEYS it has, in `found`. */
 static int
-parse_resource(Dec *d, cptr p, cptr end, PyObject **service_value)
+parse_resource(Dec *d, cptr p, cptr end, PyObject **found)
 {
     if (--d->depth < 0) {
         fail("nesting too deep");
@@ -1189,8 +1204,15 @@ parse_resource(Dec *d, cptr p, cptr end, PyObject **service_value)
             if (!p || parse_kv(d, &kv, p, p + n, 0) < 0) {
                 return -1;
             }
-            if (kv.keylen == 12 && memcmp(kv.key, "service.name", 12) == 0) {
-                Py_XSETREF(*service_value, kv.value);
+            int key = -1;
+            for (int i = 0; i < RES_COUNT; i++) {
+                if ((size_t)kv.keylen == strlen(RESOURCE_KEYS[i]) && memcmp(kv.key, RESOURCE_KEYS[i], kv.keylen) == 0) {
+                    key = i;
+                    break;
+                }
+            }
+            if (key >= 0) {
+                Py_XSETREF(found[key], kv.value);
             }
             else {
                 Py_DECREF(kv.value);
@@ -1214,6 +1236,13 @@ parse_resource(Dec *d, cptr p, cptr end, PyObject **service_value)
     }
     d->depth++;
     return 0;
+}
+
+/* The str of a resource attribute's value, or `otherwise` (a new reference either way; NULL on an error). */
+static PyObject *
+resource_str(PyObject *value, PyObject *otherwise)
+{
+    return value ? PyObject_Str(value) : Py_NewRef(otherwise);
 }
 
 static void
@@ -1375,7 +1404,7 @@ make_record(Out *out, PyObject **items)
 
 /* A Span (contents in [p, end)). */
 static int
-parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
+parse_span(Dec *d, Out *out, const Resource *resource, cptr p, cptr end)
 {
     cptr trace_id = NULL, span_id = NULL, parent = NULL;
     Py_ssize_t trace_len = 0, span_len = 0, parent_len = 0;
@@ -1549,7 +1578,8 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
             goto error;
         }
     }
-    PyObject *items[RECORD_FIELDS] = {service, NULL, NULL, NULL, name, NULL, NULL, NULL, attrs, NULL};
+    PyObject *items[RECORD_FIELDS] = {resource->service, NULL, NULL, NULL, name, NULL, NULL, NULL, attrs, NULL,
+                                      resource->version, resource->environment};
     items[1] = shared_id(out->trace_ids, 1, trace_id, 16);
     items[2] = shared_id(out->parent_ids, 0, span_id, 8);
     items[3] = parent_len ? shared_id(out->parent_ids, 1, parent, parent_len) : PyBytes_FromStringAndSize(NULL, 0);
@@ -1561,7 +1591,7 @@ parse_span(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
     if (items[1] && items[2] && items[3] && items[5] && items[6] && items[7] && items[9]) {
         rec = make_record(out, items);
     }
-    for (int i = 1; i < RECORD_FIELDS; i++) {
+    for (int i = 1; i < 10; i++) { /* the ones made here */
         if (i != 4 && i != 8) {
             Py_XDECREF(items[i]);
         }
@@ -1584,7 +1614,7 @@ error:
 
 /* ScopeSpans (contents in [p, end)). */
 static int
-parse_scope_spans(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
+parse_scope_spans(Dec *d, Out *out, const Resource *resource, cptr p, cptr end)
 {
     if (--d->depth < 0) {
         fail("nesting too deep");
@@ -1597,7 +1627,7 @@ parse_scope_spans(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
             return -1;
         }
         if (tag == ((2 << 3) | 2)) {
-            if (!(p = rd_len(p, end, &n)) || parse_span(d, out, service, p, p + n) < 0) {
+            if (!(p = rd_len(p, end, &n)) || parse_span(d, out, resource, p, p + n) < 0) {
                 return -1;
             }
             p += n;
@@ -1623,11 +1653,19 @@ parse_scope_spans(Dec *d, Out *out, PyObject *service, cptr p, cptr end)
 }
 
 /* ResourceSpans (contents in [p, end)): the resource first (it may follow the spans on the wire). */
+static void
+clear_resource(Resource *resource)
+{
+    Py_CLEAR(resource->service);
+    Py_CLEAR(resource->version);
+    Py_CLEAR(resource->environment);
+}
+
 static int
 parse_resource_spans(Dec *d, Out *out, cptr p, cptr end)
 {
-    PyObject *service_value = NULL;
-    PyObject *service = NULL;
+    PyObject *found[RES_COUNT] = {NULL};
+    Resource resource = {NULL, NULL, NULL};
     cptr begin = p;
     if (--d->depth < 0) {
         fail("nesting too deep");
@@ -1640,7 +1678,7 @@ parse_resource_spans(Dec *d, Out *out, cptr p, cptr end)
             goto error;
         }
         if (tag == ((1 << 3) | 2)) {
-            if (!(p = rd_len(p, end, &n)) || parse_resource(d, p, p + n, &service_value) < 0) {
+            if (!(p = rd_len(p, end, &n)) || parse_resource(d, p, p + n, found) < 0) {
                 goto error;
             }
             p += n;
@@ -1661,16 +1699,15 @@ parse_resource_spans(Dec *d, Out *out, cptr p, cptr end)
             goto error;
         }
     }
-    if (service_value) {
-        service = PyObject_Str(service_value);
-        Py_CLEAR(service_value);
-        if (!service) {
-            goto error;
-        }
+    resource.service = resource_str(found[RES_SERVICE], unknown_service);
+    resource.version = resource_str(found[RES_VERSION], empty_string);
+    resource.environment = resource_str(found[RES_ENVIRONMENT], empty_string);
+    if (resource.environment && PyUnicode_GET_LENGTH(resource.environment) == 0) {
+        Py_SETREF(resource.environment, resource_str(found[RES_LEGACY_ENVIRONMENT], empty_string));
     }
-    else {
-        service = unknown_service;
-        Py_INCREF(service);
+    clear_objects(found, RES_COUNT);
+    if (!resource.service || !resource.version || !resource.environment) {
+        goto error;
     }
     /* Second pass: every tag and length was checked by the first. */
     for (p = begin; p < end;) {
@@ -1683,7 +1720,7 @@ parse_resource_spans(Dec *d, Out *out, cptr p, cptr end)
             if (!(p = rd_len(p, end, &n))) {
                 goto error;
             }
-            if (tag == ((2 << 3) | 2) && parse_scope_spans(d, out, service, p, p + n) < 0) {
+            if (tag == ((2 << 3) | 2) && parse_scope_spans(d, out, &resource, p, p + n) < 0) {
                 goto error;
             }
             p += n;
@@ -1693,11 +1730,11 @@ parse_resource_spans(Dec *d, Out *out, cptr p, cptr end)
         }
     }
     d->depth++;
-    Py_DECREF(service);
+    clear_resource(&resource);
     return 0;
 error:
-    Py_XDECREF(service_value);
-    Py_XDECREF(service);
+    clear_objects(found, RES_COUNT);
+    clear_resource(&resource);
     return -1;
 }
 
@@ -1867,6 +1904,9 @@ PyInit__otlpdecode(void)
         if (!unknown_service) {
             return NULL;
         }
+    }
+    if (!empty_string && !(empty_string = PyUnicode_New(0, 0))) {
+        return NULL;
     }
     for (int i = 0; i < ADD_COUNT; i++) {
         if (!added_keys[i] && !(added_keys[i] = PyUnicode_InternFromString(ADDED_KEYS[i]))) {

@@ -36,6 +36,9 @@ from ..normalize.attributes import EXCEPTION_EVENT, EXCEPTION_KEYS, STATUS_DESCR
 from ..normalize.span import KEY_MARKS, key_marks
 
 UNKNOWN_SERVICE = "unknown_service"
+# what a span record takes from its resource (the last value of each wins; the older environment key when the
+# newer one is empty or missing)
+RESOURCE_KEYS = frozenset({"service.name", "service.version", "deployment.environment.name", "deployment.environment"})
 
 # Span attributes left out of SpanRecord.attributes: model inputs and definitions that collector/normalize
 # never reads (tests/test_decode.py fails if a normaliser names one). Model outputs, tool arguments and
@@ -110,10 +113,13 @@ def records(request: ExportTraceServiceRequest) -> Decoded:
     spans: list[SpanRecord] = []
     rejected = 0
     for resource_spans in request.resource_spans:
-        service = UNKNOWN_SERVICE
+        found: dict[str, str] = {}
         for kv in resource_spans.resource.attributes:
-            if kv.key == "service.name":
-                service = str(any_value(kv.value))
+            if kv.key in RESOURCE_KEYS:
+                found[kv.key] = str(any_value(kv.value))
+        service = found.get("service.name", UNKNOWN_SERVICE)
+        version = found.get("service.version", "")
+        environment = found.get("deployment.environment.name") or found.get("deployment.environment", "")
         for scope_spans in resource_spans.scope_spans:
             for s in scope_spans.spans:
                 trace_id, span_id, parent = s.trace_id, s.span_id, s.parent_span_id
@@ -124,7 +130,8 @@ def records(request: ExportTraceServiceRequest) -> Decoded:
                          if (key := kv.key) not in UNREAD_KEYS and not key.startswith(UNREAD_PREFIXES)}  # not unread
                 _promote(s, attrs)
                 spans.append(SpanRecord(service, trace_id, span_id, parent, s.name, s.start_time_unix_nano,
-                                        s.end_time_unix_nano, s.status.code, attrs, key_marks(attrs)))
+                                        s.end_time_unix_nano, s.status.code, attrs, key_marks(attrs), version,
+                                        environment))
     return Decoded(spans, rejected)
 
 

@@ -127,6 +127,37 @@ GROUP BY service, agent
 ORDER BY failing_share DESC, runs DESC, service, agent
 LIMIT {limit}""")
 
+# Each release of an agent (its resource's service.version; '' for runs that named none) in each environment, newest
+# first, against the release before it (by first run in the range): the share of runs with a finding, and whether it
+# moved more than chance would move it (a two-proportion z-test, |z| of 1.96 or more; "too few runs" under 10 on a
+# side). The first release in the range has no previous_version and a share_change of 0.
+VERSIONS = Query("""\
+SELECT service, agent, environment, version, runs, toString(toDateTime64(first_seen, 3)) AS first_run,
+       toString(toDateTime64(last_seen, 3)) AS last_run, failing_runs, failing_share, top_modes, cost_per_run,
+       wasted_usd, previous_version,
+       if(previous_runs = 0, 0, round(failing_share - previous_failing / previous_runs, 4)) AS share_change,
+       multiIf(previous_runs = 0, '', least(runs, previous_runs) < 10, 'too few runs',
+               pooled = 0 OR pooled = 1, 'same',
+               abs(failing_runs / runs - previous_failing / previous_runs)
+                 / sqrt(pooled * (1 - pooled) * (1 / runs + 1 / previous_runs)) < 1.96, 'same',
+               failing_runs / runs > previous_failing / previous_runs, 'worse', 'better') AS against_previous
+FROM (
+    SELECT *, lagInFrame(version) OVER release AS previous_version,
+           lagInFrame(runs) OVER release AS previous_runs, lagInFrame(failing_runs) OVER release AS previous_failing,
+           (failing_runs + previous_failing) / (runs + previous_runs) AS pooled
+    FROM (
+        SELECT service, agent, environment, version, count() AS runs, min(started_at) AS first_seen,
+               max(started_at) AS last_seen, countIf(notEmpty(failure_modes)) AS failing_runs,
+               round(failing_runs / runs, 4) AS failing_share, topKArray(3)(failure_modes) AS top_modes,
+               round(sum(cost_usd) / runs, 6) AS cost_per_run, round(sum(wasted_cost_usd), 6) AS wasted_usd
+        FROM {db}.mast_traces
+        WHERE {traces}
+        GROUP BY service, agent, environment, version)
+    WINDOW release AS (PARTITION BY service, agent, environment ORDER BY first_seen
+                       ROWS BETWEEN 1 PRECEDING AND CURRENT ROW))
+ORDER BY service, agent, environment, first_seen DESC
+LIMIT {limit}""")
+
 # Traces with findings, latest first: each mode with its basis and reason, and the evidence span ids.
 RECENT_FAILING_TRACES = Query("""\
 SELECT min(started_at) AS time, service, agent, arrayStringConcat(arraySort(groupArray(failure_mode)), ' ') AS modes,
@@ -456,7 +487,7 @@ LIMIT {limit}""".replace("<reviews>", _SIGNATURE_REVIEWS.replace("<which>", "sig
 QUERIES = {"agents": AGENT_FAILURES, "spend": SPEND_BY_MODEL, "waste": WASTE, "models": WASTE_BY_MODEL,
            "tools": WASTE_BY_TOOL, "failures": FAILURES, "traces": TRACES, "judge": JUDGE_VERDICTS,
            "signatures": SIGNATURES, "reviews": REVIEWS, "runs": LONGEST_RUNS, "mutes": MUTES,
-           "resolutions": RESOLUTIONS}
+           "resolutions": RESOLUTIONS, "versions": VERSIONS}
 
 
 SIGNATURE_STATES = ("", "open", "muted", "resolved", "regressed")  # '': every state
@@ -559,7 +590,7 @@ RUN = """\
 SELECT trace_id, service, agent, models, toUnixTimestamp64Nano(started_at) AS started_ns,
        toUnixTimestamp64Nano(ended_at) AS ended_ns, completion, steps, llm_calls, tool_calls, input_tokens,
        output_tokens, cost_usd, failure_modes, repeated_steps, wasted_input_tokens, wasted_output_tokens,
-       wasted_cost_usd, wasted_seconds
+       wasted_cost_usd, wasted_seconds, version, environment
 FROM {db}.mast_traces
 WHERE trace_id = {trace_id:String}
 ORDER BY started_at

@@ -1,13 +1,14 @@
 """The rows of verdicts (or of a judge's answer) as one durable-queue record, and a batch of records as each
 table's insert body.
 
-Record format, version 7 (what `encode` writes, for one verdict or a batch of them): a version byte (7), the byte
+Record format, version 8 (what `encode` writes, for one verdict or a batch of them): a version byte (8), the byte
 length of each table's part (uint32, little-endian, in `ORDER`), then the parts. A part is the table's rows as one
 ClickHouse Native block (_native.c): columnar, times as DateTime64(9) ticks, nanoseconds exact. ClickHouse parses
 Native several times faster than JSON but pays a fixed cost per block, so `decode` merges a batch's blocks into one
 per table: a copy of each column's bytes, no work per value.
 
-Written before: version 6 the same with blocks of fewer columns in mast_traces, mast_findings and
+Written before: version 7 the same with mast_traces blocks of fewer columns (before runs' version and
+environment); version 6 with blocks of fewer columns still in mast_traces, and in mast_findings and
 mast_repeated_steps (before the time of repeated steps); version 5 as version 6 without the model spend's part (five
 lengths); version 4 without the steps' part either (four lengths); version 3 as version 4 with mast_findings blocks
 of fewer columns still (before failure signatures); version 1 a `table<TAB>JSON array` line per row,
@@ -36,6 +37,7 @@ from .schema import (
     FINDINGS_V4_WIDTH,
     JUDGEMENTS,
     MODEL_SPEND,
+    RELEASE_COLUMNS,
     REPEATED_STEPS,
     STEPS,
     TABLES,
@@ -50,7 +52,7 @@ except ImportError:  # built without a C compiler: the same blocks written in Py
     from . import _native_py as _native  # type: ignore[no-redef]
 
 ORDER = (TRACES, FINDINGS, REPEATED_STEPS, JUDGEMENTS, STEPS, MODEL_SPEND)  # a new table: a new version of the format
-VERSION: Final = 7
+VERSION: Final = 8
 # Which runs' steps are written (exporters.store.steps)
 STEPS_OF_FINDINGS: Final = "findings"
 STEPS_OF_ALL: Final = "all"
@@ -60,10 +62,12 @@ _HEADER: Final = struct.Struct("<B6I")
 _HEADER_V5: Final = struct.Struct("<B5I")  # version 5: no model spend's part
 _HEADER_V4: Final = struct.Struct("<B4I")  # versions 2 to 4: no steps' part either
 # The columns of the tables whose blocks had fewer in records of older versions (a table's columns are only ever
-# appended to): before version 7 none had the time of repeated steps, before version 4 findings had no signatures.
+# appended to): before version 8 runs had no version and environment, before version 7 none had the time of repeated
+# steps, before version 4 findings had no signatures.
+WIDTHS_V7: Final = {table: TABLES[table].column_names.index(names[0]) for table, names in RELEASE_COLUMNS.items()}
 WIDTHS_V6: Final = {table: TABLES[table].column_names.index(name) for table, name in WASTED_TIME_COLUMNS.items()}
 WIDTHS_V3: Final = {**WIDTHS_V6, FINDINGS: FINDINGS_V4_WIDTH}
-_NO_WIDTHS: Final[dict[str, int]] = {}  # version 7: every block has every column
+_NO_WIDTHS: Final[dict[str, int]] = {}  # version 8: every block has every column
 _encode: Final = _native.encode
 _merge: Final = _native.merge
 # How _native.c writes each column type's values (its kinds), and the type a block declares: ClickHouse converts
@@ -124,7 +128,8 @@ def trace_row(v: Verdict) -> list[Any]:
             wasted_input += n
     return [v.trace_id, v.service, v.agent, v.models, v.started_at_ns, v.ended_at_ns, v.completion, v.steps,
             v.llm_calls, v.tool_calls, v.input_tokens, v.output_tokens, v.cost_usd, sorted(v.findings),
-            waste.repeated_steps, wasted_input, wasted_output, v.wasted_cost_usd, waste.seconds_total]
+            waste.repeated_steps, wasted_input, wasted_output, v.wasted_cost_usd, waste.seconds_total, v.version,
+            v.environment]
 
 
 Quotes = Callable[[str], str] | None  # what a finding's quote is stored as (content storage opted in), or None
@@ -265,9 +270,11 @@ def decode(batch: Batch) -> dict[str, bytes]:
     narrower: dict[tuple[str, int], list[bytes]] = {}
     for payload in batch.payloads:
         version = payload[:1]
-        if version in (b"\x07", b"\x06", b"\x05", b"\x04", b"\x03", b"\x02"):
-            header = _HEADER if version in (b"\x07", b"\x06") else _HEADER_V5 if version == b"\x05" else _HEADER_V4
-            widths = _NO_WIDTHS if version == b"\x07" else WIDTHS_V3 if version == b"\x03" else WIDTHS_V6
+        if version in (b"\x08", b"\x07", b"\x06", b"\x05", b"\x04", b"\x03", b"\x02"):
+            header = _HEADER if version in (b"\x08", b"\x07", b"\x06") else _HEADER_V5 if version == b"\x05" \
+                else _HEADER_V4
+            widths = _NO_WIDTHS if version == b"\x08" else WIDTHS_V7 if version == b"\x07" else \
+                WIDTHS_V3 if version == b"\x03" else WIDTHS_V6
             start = header.size
             for i, size in enumerate(header.unpack_from(payload)[1:]):
                 if size:

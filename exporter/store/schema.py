@@ -90,7 +90,9 @@ TABLES = {t.name: t for t in (
         wasted_input_tokens UInt64,
         wasted_output_tokens UInt64,
         wasted_cost_usd Float64,
-        wasted_seconds Float64"""), "(service, agent, started_at)"),
+        wasted_seconds Float64,
+        version LowCardinality(String),
+        environment LowCardinality(String)"""), "(service, agent, started_at)"),
     Table(FINDINGS, _columns("""
         trace_id String CODEC(ZSTD(1)),
         service LowCardinality(String),
@@ -308,18 +310,23 @@ def _signatures(layout: Layout) -> list[str]:
     return statements
 
 
+# Columns added to tables after they were made: the time of repeated steps (per run, per finding and per repeated
+# step), then each run's version and environment.
 WASTED_TIME_COLUMNS = {TRACES: "wasted_seconds", FINDINGS: "wasted_seconds", REPEATED_STEPS: "seconds"}
+RELEASE_COLUMNS: dict[str, tuple[str, ...]] = {TRACES: ("version", "environment")}
 
 
-def _wasted_time(layout: Layout) -> list[str]:
-    """The time of repeated steps: per run, per finding and per repeated step (0 in rows written before)."""
-    statements = []
-    for table, name in WASTED_TIME_COLUMNS.items():
-        (column,) = [c for c in TABLES[table].columns if c.name == name]
-        add = f"ADD COLUMN IF NOT EXISTS {column.name} {column.type}"
-        statements.append(f"ALTER TABLE {layout.storage(table)}{layout.on_cluster()} {add}")
-        if layout.cluster:
-            statements.append(f"ALTER TABLE {layout.database}.{table}{layout.on_cluster()} {add}")
+def _add_columns(added: dict[str, tuple[str, ...]]) -> Callable[[Layout], list[str]]:
+    """A migration adding these columns to their tables (empty, or 0, in the rows written before)."""
+    def statements(layout: Layout) -> list[str]:
+        out = []
+        for table, names in added.items():
+            adds = ", ".join(f"ADD COLUMN IF NOT EXISTS {c.name} {c.type}" for c in TABLES[table].columns
+                             if c.name in names)
+            out.append(f"ALTER TABLE {layout.storage(table)}{layout.on_cluster()} {adds}")
+            if layout.cluster:
+                out.append(f"ALTER TABLE {layout.database}.{table}{layout.on_cluster()} {adds}")
+        return out
     return statements
 
 
@@ -369,7 +376,8 @@ MIGRATIONS = (
     Migration(8, "reviews of findings", lambda layout: create_table(TABLES[REVIEWS], layout)),
     Migration(9, "muted failure signatures", _mutes),
     Migration(10, "resolved failure signatures", _resolutions),
-    Migration(11, "time of repeated steps", _wasted_time),
+    Migration(11, "time of repeated steps", _add_columns({t: (n,) for t, n in WASTED_TIME_COLUMNS.items()})),
+    Migration(12, "the version and environment of runs", _add_columns(RELEASE_COLUMNS)),
 )
 VERSION = MIGRATIONS[-1].version
 
