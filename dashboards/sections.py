@@ -163,6 +163,19 @@ def failure_store(grid: Grid, config: Config, scope: Dialect, fleet: bool) -> No
                               override("wasted_usd", unit="currencyUSD", decimals=4),
                               override("latest_reason", custom__width=420),
                               trace_link(config.dashboards)], sort_by="runs_in_range"), 24, 9)
+    grid.add(table("Releases", "Each release of an agent (its resource's service.version; empty for runs that named "
+                   "none) in each environment (deployment.environment.name), newest first: runs, the share with a "
+                   "finding and the modes seen most, cost per run and waste, against the release before it: the "
+                   "change in that share, and whether it is beyond chance (worse, better, same; a two-proportion "
+                   "test, too few runs under 10 on either side).", [sql(q.VERSIONS, db, scope)],
+                   overrides=[override("failing_share", unit="percentunit", decimals=1),
+                              override("share_change", unit="percentunit", decimals=1),
+                              override("cost_per_run", unit="currencyUSD", decimals=4),
+                              override("wasted_usd", unit="currencyUSD", decimals=4),
+                              override("against_previous", custom__cellOptions={"type": "color-text"},
+                                       mappings=[{"type": "value", "options": {
+                                           "worse": {"color": "red", "index": 0},
+                                           "better": {"color": "green", "index": 1}}}])]), 24, 7)
     if fleet:  # mutes are not of an agent's time range: the fleet's list
         grid.add(table("Muted problems", "Failure signatures muted now (`mastwatch mute`, or the run page): known "
                        "problems kept out of the alerting series, whatever the time range. Who muted each, until "

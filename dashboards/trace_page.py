@@ -224,7 +224,8 @@ def render(stored: StoredRun, trace_url: str = "", forms: bool = False) -> str:
     return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>mastwatch: run '
             f'{_e(r["trace_id"])}</title><style>{STYLE}</style></head><body>'
             f'<h1>Run <code>{_e(r["trace_id"])}</code></h1><p class="sub">service <b>{_e(r["service"])}</b>, agent '
-            f'<b>{_e(r["agent"])}</b>, models {_e(facts["models"])}{link}</p><div class="tiles">{tiles}</div>'
+            f'<b>{_e(r["agent"])}</b>{_e(", release " + facts["release"]) if "release" in facts else ""}, models '
+            f'{_e(facts["models"])}{link}</p><div class="tiles">{tiles}</div>'
             f"<h2>Findings</h2>{_findings(stored, forms)}{steps}</body></html>\n")
 
 

@@ -35,6 +35,8 @@ class Profile:
     protocol: str  # grpc | http
     change: str  # a state-changing tool
     check: str  # a tool that shows the state it left
+    version: str = "1.0.0"  # its release (service.version)
+    weights: tuple[tuple[str, int], ...] = ()  # behaviours weighted otherwise than BEHAVIOURS
 
 
 FLEET = (
@@ -42,7 +44,12 @@ FLEET = (
             ("kubectl_get_pods", "query_prometheus", "get_pod_logs", "restart_deployment"), "grpc",
             "scale_deployment", "get_rollout_status"),
     Profile("support", "support-agent", "claude-sonnet-4-0", "anthropic",
-            ("lookup_order", "get_shipping_status", "issue_refund"), "http", "cancel_order", "lookup_order"),
+            ("lookup_order", "get_shipping_status", "issue_refund"), "http", "cancel_order", "lookup_order", "3.1.0"),
+    # a canary of the next release beside it, which claims success after failed checks more often: `mastwatch top
+    # versions` tells it apart from the release before once both have enough runs
+    Profile("support", "support-agent", "claude-sonnet-4-0", "anthropic",
+            ("lookup_order", "get_shipping_status", "issue_refund"), "http", "cancel_order", "lookup_order", "3.2.0",
+            (("false_success", 8),)),
     Profile("coding", "coding-agent", "gpt-4o", "openai", ("read_file", "run_tests", "edit_file"), "grpc",
             "apply_patch", "run_tests"),
     Profile("internal-tools", "triage-agent", "acme-llama-3-70b-local", "acme", ("search_tickets", "add_label"),
@@ -104,7 +111,8 @@ class SimulatedAgent:
     def run_once(self, behaviour: str | None = None) -> tuple[str, str]:
         """One task (of `behaviour`, else one drawn by weight); returns the behaviour and the trace id (hex)."""
         p, rng = self.p, self.rng
-        behaviour = behaviour or rng.choices(list(BEHAVIOURS), weights=list(BEHAVIOURS.values()))[0]
+        weights = {**BEHAVIOURS, **dict(p.weights)}
+        behaviour = behaviour or rng.choices(list(weights), weights=list(weights.values()))[0]
         with self.tracer.start_as_current_span(f"invoke_agent {p.agent}", kind=SpanKind.INTERNAL) as root:
             root.set_attributes({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": p.agent,
                                  "gen_ai.provider.name": p.provider, "gen_ai.request.model": p.model,
@@ -164,7 +172,9 @@ class SimulatedAgent:
 def _provider(profile: Profile, grpc_endpoint: str, http_endpoint: str, delay_ms: int) -> TracerProvider:
     exporter = (GrpcSpanExporter(endpoint=grpc_endpoint, insecure=True) if profile.protocol == "grpc"
                 else HttpSpanExporter(endpoint=f"http://{http_endpoint}/v1/traces"))
-    provider = TracerProvider(resource=Resource.create({"service.name": profile.service}))
+    provider = TracerProvider(resource=Resource.create({"service.name": profile.service,
+                                                        "service.version": profile.version,
+                                                        "deployment.environment.name": "demo"}))
     provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=delay_ms))
     return provider
 
