@@ -83,7 +83,7 @@ def alerts(config: Config) -> list[dict[str, Any]]:
     length = config.rules.run_length
     topology = config.dashboards.topology_labels
     nw = duration(config.rules.new_signature.window)
-    regressed = config.rules.regressed_signature
+    regressed, worse = config.rules.regressed_signature, config.rules.worse_release
     rw = duration(regressed.window)
     mode = MODES[rising.failure_mode]
     code = rising.failure_mode.replace("-", "").replace(".", "").lower()
@@ -139,6 +139,16 @@ def alerts(config: Config) -> list[dict[str, Any]]:
                f"{{{{ $labels.failure_mode }}}}, marked fixed (`mastwatch resolve`), has shown again in a run within "
                f"the last {rw}. `mastwatch top signatures` says which (`resolved`: regressed), with an example "
                "trace.", dashboard=agent_dashboard_link(config)),
+        alert(config, "MastReleaseWorse",
+               f"max by ({group(*topology, 'service', 'agent', 'environment', 'version', 'previous_version')}) "
+               f"(mast_release_failure_zscore) >= {worse.min_zscore:g}", worse.hold, worse.severity,
+               "{{ $labels.agent }} {{ $labels.version }} fails more often than {{ $labels.previous_version }}",
+               "The newest release of {{ $labels.agent }} ({{ $labels.service }}{{ if $labels.environment }}, "
+               "{{ $labels.environment }}{{ end }}), {{ $labels.version }}, shows failure modes in a larger share of "
+               "its runs than {{ $labels.previous_version }} before it: {{ $value | printf \"%.1f\" }} standard "
+               f"errors over the last {duration(config.exporters.prometheus.release_window)}, rarely chance. "
+               "`mastwatch top versions --agent {{ $labels.agent }}` gives both shares and the modes seen most.",
+               dashboard=agent_dashboard_link(config)),
         alert(config, "MastwatchDown", f"up{{{job}}} == 0", 300, "critical",
                "mastwatch {{ $labels.instance }} cannot be scraped",
                "Prometheus cannot scrape this mastwatch: its runs' failure modes and spend are not counted, and the "

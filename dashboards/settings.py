@@ -126,6 +126,15 @@ class RegressedSignatureRule(BaseModel):
     severity: Literal["info", "warning", "critical"] = Field("warning", description="the alert's `severity` label")
 
 
+class WorseReleaseRule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    min_zscore: float = Field(3.0, gt=0, description="fire when an agent's newest release fails more often than the "
+                              "one before it by this many standard errors (mast_release_failure_zscore) or more")
+    hold: Duration = Field(900.0, ge=0, description="for how long before it fires (the comparison is read again "
+                           "every signature_refresh: a difference that holds is not a passing fluctuation)")
+    severity: Literal["info", "warning", "critical"] = Field("warning", description="the alert's `severity` label")
+
+
 class FailureObjective(BaseModel):
     """An objective on the share of an agent's runs that show no failure (`any`: no unmuted finding) or not one
     mode, alerted on by how fast each agent spends its error budget (multiwindow, multi-burn-rate)."""
@@ -175,6 +184,7 @@ class RulesConfig(BaseModel):
     wasted_spend: WastedSpendRule = WastedSpendRule()
     new_signature: NewSignatureRule = NewSignatureRule()
     regressed_signature: RegressedSignatureRule = RegressedSignatureRule()
+    worse_release: WorseReleaseRule = WorseReleaseRule()
     health: HealthRules = HealthRules()
     slos: list[FailureObjective] = Field(default_factory=list, description="objectives on the share of runs "
                                          "without a failure, with error-budget burn alerts (none by default)")

@@ -52,6 +52,9 @@ class PrometheusExporterConfig(BaseModel):
     signature_refresh: Duration = Field(60.0, ge=0, description="how often the runs of each failure signature are "
                                         "read from the store, every replica's (0: never; each replica counts what "
                                         "it sees)")
+    release_window: Duration = Field(86_400.0, ge=0, description="mast_release_failure_zscore compares each "
+                                     "agent's newest release with the one before it over the runs of this last "
+                                     "period, read from the store at each signature_refresh (0: no comparison)")
     tls: TLSConfig | None = Field(None, description="serve /metrics over HTTPS (configtls)")
     auth: AuthConfig | None = Field(None, description="require `Authorization: Bearer <token>` (bearertokenauth)")
 

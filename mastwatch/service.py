@@ -9,6 +9,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,9 +26,11 @@ from mastwatch.exporter import recent
 from mastwatch.exporter.evaluations import EvaluationEventsExporter
 from mastwatch.exporter.prometheus import JudgeMetrics, PrometheusExporter
 from mastwatch.exporter.recent import RecentFindings
+from mastwatch.exporter.releases import ReleaseComparison
 from mastwatch.exporter.signatures import NewSignatures, SignatureRefresh
 from mastwatch.exporter.store import StoreExporter
 from mastwatch.exporter.store.mutes import MUTES_PATH, Mute, muted_signatures
+from mastwatch.exporter.store.queries import Filters, run
 from mastwatch.exporter.store.resolutions import RESOLUTIONS_PATH, Resolution, resolved_signatures
 from mastwatch.exporter.store.reviews import REVIEWS_PATH
 from mastwatch.exporter.webhook import WebhookNotifier
@@ -105,6 +108,8 @@ class Service:
             self.prometheus.registry, self.prometheus.limit, config.exporters.prometheus.signature_min_runs,
             self.store.known_signatures() if self.store else ())
         exporters.append(new_signatures)
+        self.releases = ReleaseComparison(self.prometheus.registry, self.prometheus.limit) \
+            if self.store is not None and config.exporters.prometheus.release_window > 0 else None
         refresh = config.exporters.prometheus.signature_refresh
         self.signature_refresh = None
         if self.store is not None and refresh > 0:
@@ -113,7 +118,7 @@ class Service:
             window = 2 * refresh + config.processor.max_trace_age + config.processor.decision_wait + 60
             self.signature_refresh = SignatureRefresh(
                 new_signatures, functools.partial(self.store.known_signatures, seen_within=window), refresh,
-                also=self.read_decisions)
+                also=self.read_store_views)
         if config.exporters.evaluations.enabled:
             exporters.append(EvaluationEventsExporter(config.exporters.evaluations))
         self.judge = None
@@ -129,7 +134,7 @@ class Service:
                 else None})
         listeners: list[LiveListener] = [self.recent, *([self.webhooks] if self.webhooks else [])]
         self.processor = Processor(processor, exporters, telemetry, self.judge, listeners)
-        self.read_decisions()
+        self.read_store_views()
         # what the previous process had acknowledged and not classified, but for traces the store has rows of
         self.processor.recover(self.store.holding if self.store is not None else None)
         r = config.receiver
@@ -147,6 +152,27 @@ class Service:
             raise
         self.metrics_address: tuple[str, int] | None = None
         self._stopped = threading.Event()
+
+    def read_store_views(self) -> None:
+        """What the processor and the series take from the store, every replica's: the decisions on failure
+        signatures, and the comparison of releases."""
+        self.read_decisions()
+        self.read_releases()
+
+    def read_releases(self) -> None:
+        """mast_release_failure_zscore from the store's comparison of each agent's releases over the last
+        release_window (a store that cannot answer changes nothing)."""
+        if self.store is None or self.releases is None:
+            return
+        now = time.time_ns()
+        since = now - int(self.config.exporters.prometheus.release_window * 1e9)
+        try:
+            rows = run(self.store.engine, self.config.exporters.store.database, "versions",
+                       Filters(since, now, limit=10_000))
+        except Exception as e:
+            log.warning("store: cannot compare the agents' releases (%s)", e)
+            return
+        self.releases.update(rows)
 
     def read_decisions(self) -> None:
         """Give the processor the signatures muted now in the store, and the signature counter those resolved (a

@@ -6,6 +6,7 @@ import contextlib
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -264,6 +265,28 @@ def test_a_runs_version_and_environment_come_from_its_resource(server, tmp_path:
     assert (row["service"], row["environment"], row["version"], row["runs"], row["failing_runs"]) == (
         "ops", "production", "2.3.0", 1, 1)
     tp.shutdown()
+
+
+def test_a_release_failing_more_than_the_one_before_is_a_series_the_alert_reads(server) -> None:
+    """The server reads the store's comparison of releases (at start and with the signatures): the newest release
+    of an agent, with its z statistic against the one before."""
+    from tests.test_store import make_verdict
+
+    start = (time.time_ns() // 10**9 - 3600) * 10**9
+    verdicts = []
+    for trace in range(1, 61):  # 3.1.0, then 3.2.0 failing five times as often
+        newer = trace > 30
+        verdict = make_verdict(trace, "support", "support-agent", start + trace * 10**9, (),
+                               modes=("FM-3.3",) if trace % 10 < (5 if newer else 1) else ())
+        verdict.version, verdict.environment = ("3.2.0" if newer else "3.1.0"), "production"
+        verdicts.append(verdict)
+    server.service.store.export_verdicts(verdicts, [None] * len(verdicts))
+    assert server.service.store.flush()
+    assert "mast_release_failure_zscore{" not in server.metrics()
+    server.service.read_releases()
+    (line,) = [line for line in server.metrics().splitlines() if line.startswith("mast_release_failure_zscore{")]
+    assert 'version="3.2.0"' in line and 'previous_version="3.1.0"' in line and 'environment="production"' in line
+    assert float(line.rpartition(" ")[2]) == 3.38
 
 
 def test_the_modes_failure_budgets_count_start_from_zero_with_an_agents_first_run(start_server) -> None:

@@ -160,6 +160,7 @@ def test_each_release_against_the_one_before_in_its_environment(store) -> None:
         ("production", "1.0", 40, 4, "", 0, ""),
         ("staging", "1.1", 15, 1, "", 0, "")]
     assert rows[3]["top_modes"] == ["FM-3.3"] and rows[3]["failing_share"] == 0.4
+    assert [r["zscore"] for r in rows] == [0, -3.14, 0.1, 3.1, 0, 0]  # 0.3 over its standard error of 0.0968
     assert rows[3]["first_run"] == "2026-01-01 01:00:00.000"
     newest_runs = [make_verdict(trace + i, "ops", "sre-bot", T0 + 9 * 3_600 * 10**9 + i, (), modes=())
                 for i in range(1, 6)]
@@ -171,6 +172,32 @@ def test_each_release_against_the_one_before_in_its_environment(store) -> None:
     assert (newest["version"], newest["previous_version"], newest["against_previous"]) == ("1.4", "1.3",
                                                                                            "too few runs")
     assert run(store.engine, "mastwatch", "versions", replace(RANGE, service="nope")) == []
+
+
+def test_the_newest_release_against_the_one_before_is_a_series_per_agent_and_environment(store) -> None:
+    """mast_release_failure_zscore: only each group's newest release, once it and the one before have 10 runs."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from mastwatch.exporter.releases import ReleaseComparison
+    from mastwatch.exporter.totals import LabelLimiter
+
+    def release(trace: int, version: str, environment: str, runs: int, failing: int, hour: int) -> list:
+        made = [make_verdict(trace + i, "support", "support-agent", T0 + hour * 3_600 * 10**9 + i, (),
+                             modes=("FM-3.3",) if i < failing else ()) for i in range(runs)]
+        for verdict in made:
+            verdict.version, verdict.environment = version, environment
+        return made
+
+    verdicts = [*release(100, "3.1.0", "production", 30, 3, 1), *release(200, "3.2.0", "production", 30, 15, 2),
+                *release(300, "3.1.0", "staging", 30, 3, 1), *release(400, "3.2.0", "staging", 5, 5, 2)]
+    store.export_verdicts(verdicts, [None] * len(verdicts))
+    assert store.flush()
+    registry = CollectorRegistry()
+    releases = ReleaseComparison(registry, LabelLimiter(200, lambda label: None))
+    releases.update(run(store.engine, "mastwatch", "versions", replace(RANGE, limit=10_000)))
+    series = [line for line in generate_latest(registry).decode().splitlines() if not line.startswith("#")]
+    assert series == ['mast_release_failure_zscore{agent="support-agent",environment="production",'
+                      'previous_version="3.1.0",service="support",version="3.2.0"} 3.38']  # 0.4 over 0.118
 
 
 def test_every_query_has_a_test() -> None:

@@ -129,18 +129,19 @@ LIMIT {limit}""")
 
 # Each release of an agent (its resource's service.version; '' for runs that named none) in each environment, newest
 # first, against the release before it (by first run in the range): the share of runs with a finding, and whether it
-# moved more than chance would move it (a two-proportion z-test, |z| of 1.96 or more; "too few runs" under 10 on a
-# side). The first release in the range has no previous_version and a share_change of 0.
+# moved more than chance would move it (`zscore`: the two-proportion z statistic, positive when the newer fails more;
+# beyond chance at 1.96 or more either way; "too few runs" under 10 on a side). The first release in the range has no
+# previous_version, and a share_change and zscore of 0.
 VERSIONS = Query("""\
 SELECT service, agent, environment, version, runs, toString(toDateTime64(first_seen, 3)) AS first_run,
        toString(toDateTime64(last_seen, 3)) AS last_run, failing_runs, failing_share, top_modes, cost_per_run,
        wasted_usd, previous_version,
        if(previous_runs = 0, 0, round(failing_share - previous_failing / previous_runs, 4)) AS share_change,
-       multiIf(previous_runs = 0, '', least(runs, previous_runs) < 10, 'too few runs',
-               pooled = 0 OR pooled = 1, 'same',
-               abs(failing_runs / runs - previous_failing / previous_runs)
-                 / sqrt(pooled * (1 - pooled) * (1 / runs + 1 / previous_runs)) < 1.96, 'same',
-               failing_runs / runs > previous_failing / previous_runs, 'worse', 'better') AS against_previous
+       if(previous_runs = 0 OR pooled = 0 OR pooled = 1, 0,
+          round((failing_runs / runs - previous_failing / previous_runs)
+                / sqrt(pooled * (1 - pooled) * (1 / runs + 1 / previous_runs)), 2)) AS zscore,
+       multiIf(previous_runs = 0, '', least(runs, previous_runs) < 10, 'too few runs', abs(zscore) < 1.96, 'same',
+               zscore > 0, 'worse', 'better') AS against_previous
 FROM (
     SELECT *, lagInFrame(version) OVER release AS previous_version,
            lagInFrame(runs) OVER release AS previous_runs, lagInFrame(failing_runs) OVER release AS previous_failing,
