@@ -427,8 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument("--agent", help="only this agent")
     top.add_argument("--model", help="only this model's calls (spend) or repeated steps (waste, models, tools), or "
                      "the runs that called it, with their whole cost (traces)")
-    top.add_argument("--mode", metavar="FM-x.y", type=_mode, help="agents, traces, signatures: only this failure "
-                     "mode")
+    top.add_argument("--mode", metavar="FM-x.y", type=_mode, help="agents, traces, signatures, versions: only this "
+                     "failure mode")
     top.add_argument("--new-since", metavar="WHEN", help="signatures: only those first seen since (24h, or a UTC "
                      "time)")
     top.add_argument("--state", choices=["open", "muted", "resolved", "regressed"], help="signatures: only those "

@@ -172,6 +172,9 @@ def test_each_release_against_the_one_before_in_its_environment(store) -> None:
     assert (newest["version"], newest["previous_version"], newest["against_previous"]) == ("1.4", "1.3",
                                                                                            "too few runs")
     assert run(store.engine, "mastwatch", "versions", replace(RANGE, service="nope")) == []
+    looping = run(store.engine, "mastwatch", "versions", replace(RANGE, agent="sre-bot", mode="FM-1.3"))
+    assert [(r["version"], r["failing_runs"], r["top_modes"]) for r in looping][:3] == [
+        ("", 2, ["FM-1.3"]), ("1.4", 0, []), ("1.3", 0, [])]  # no release's runs loop: only the fixture's
 
 
 def test_the_newest_release_against_the_one_before_is_a_series_per_agent_and_environment(store) -> None:
@@ -213,7 +216,7 @@ def test_every_query_renders_for_the_cli_and_returns_rows(store) -> None:
     """The dashboards' queries too: each runs with query parameters, with rows (the dashboards run them with
     Grafana's macros in tests/test_live_queries.py)."""
     every = {name: value for name, value in vars(queries).items() if isinstance(value, Query)}
-    assert len(every) == 23 and set(QUERIES.values()) <= set(every.values())
+    assert len(every) == 24 and set(QUERIES.values()) <= set(every.values())
     for name, query in every.items():
         rows = store.query(PARAMETERS.render(query, "mastwatch"), RANGE.params())
         # one lists agents with 10 runs or more, two the signatures muted or marked fixed (their own tests have some)

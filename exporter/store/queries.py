@@ -131,8 +131,9 @@ LIMIT {limit}""")
 # first, against the release before it (by first run in the range): the share of runs with a finding, and whether it
 # moved more than chance would move it (`zscore`: the two-proportion z statistic, positive when the newer fails more;
 # beyond chance at 1.96 or more either way; "too few runs" under 10 on a side). The first release in the range has no
-# previous_version, and a share_change and zscore of 0.
-VERSIONS = Query("""\
+# previous_version, and a share_change and zscore of 0. A failing run is one with a finding: for the CLI, one showing
+# {mode} when it is set (RELEASES, the dashboards', has no mode).
+_RELEASES = """\
 SELECT service, agent, environment, version, runs, toString(toDateTime64(first_seen, 3)) AS first_run,
        toString(toDateTime64(last_seen, 3)) AS last_run, failing_runs, failing_share, top_modes, cost_per_run,
        wasted_usd, previous_version,
@@ -148,7 +149,7 @@ FROM (
            (failing_runs + previous_failing) / (runs + previous_runs) AS pooled
     FROM (
         SELECT service, agent, environment, version, count() AS runs, min(started_at) AS first_seen,
-               max(started_at) AS last_seen, countIf(notEmpty(failure_modes)) AS failing_runs,
+               max(started_at) AS last_seen, countIf(<failing>) AS failing_runs,
                round(failing_runs / runs, 4) AS failing_share, topKArray(3)(failure_modes) AS top_modes,
                round(sum(cost_usd) / runs, 6) AS cost_per_run, round(sum(wasted_cost_usd), 6) AS wasted_usd
         FROM {db}.mast_traces
@@ -157,7 +158,10 @@ FROM (
     WINDOW release AS (PARTITION BY service, agent, environment ORDER BY first_seen
                        ROWS BETWEEN 1 PRECEDING AND CURRENT ROW))
 ORDER BY service, agent, environment, first_seen DESC
-LIMIT {limit}""")
+LIMIT {limit}"""
+VERSIONS = Query(_RELEASES.replace("<failing>",
+                                   "{mode} = '' AND notEmpty(failure_modes) OR has(failure_modes, {mode})"))
+RELEASES = Query(_RELEASES.replace("<failing>", "notEmpty(failure_modes)"))
 
 # Traces with findings, latest first: each mode with its basis and reason, and the evidence span ids.
 RECENT_FAILING_TRACES = Query("""\
