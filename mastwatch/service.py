@@ -172,7 +172,7 @@ class Service:
         except Exception as e:
             log.warning("store: cannot compare the agents' releases (%s)", e)
             return
-        self.releases.update(rows)
+        self.releases.update(rows, now / 1e9)
 
     def read_decisions(self) -> None:
         """Give the processor the signatures muted now in the store, and the signature counter those resolved (a

@@ -197,10 +197,13 @@ def test_the_newest_release_against_the_one_before_is_a_series_per_agent_and_env
     assert store.flush()
     registry = CollectorRegistry()
     releases = ReleaseComparison(registry, LabelLimiter(200, lambda label: None))
-    releases.update(run(store.engine, "mastwatch", "versions", replace(RANGE, limit=10_000)))
+    rows = run(store.engine, "mastwatch", "versions", replace(RANGE, limit=10_000))
+    releases.update(rows, now=T0 / 1e9 + 3 * 3600)  # the newest release's last run an hour ago
     series = [line for line in generate_latest(registry).decode().splitlines() if not line.startswith("#")]
     assert series == ['mast_release_failure_zscore{agent="support-agent",environment="production",'
                       'previous_version="3.1.0",service="support",version="3.2.0"} 3.38']  # 0.4 over 0.118
+    releases.update(rows, now=T0 / 1e9 + 3 * 3600 + 60)  # and no run since: rolled back, or not run any more
+    assert "mast_release_failure_zscore{" not in generate_latest(registry).decode()
 
 
 def test_every_query_has_a_test() -> None:
