@@ -9,6 +9,7 @@ from mastwatch.dashboards.clickhouse import AGENT
 from mastwatch.dashboards.panels import (
     AGENT_DASHBOARD_UID,
     Grid,
+    marker,
     override,
     selector,
     series,
@@ -50,8 +51,10 @@ def build(config: Config) -> Dashboard:
         variable("agent", "Agent", f"label_values({of_service}, agent)", multi=False, include_all=False),
         variable("model", "Model", f"label_values(mast_tokens_total{{{sel}}}, model)"),
     ]
+    releases = marker("Releases", sql(q.RELEASE_MARKERS, config.exporters.store.database, AGENT))
     return make_dashboard("mastwatch / Agent drill-down", UID, "One agent: its failure modes, spend and repeated "
-                     "steps, its tool and model calls, and its recent traces.", grid, variables)
+                          "steps, its tool and model calls, and its recent traces; a marker where each release "
+                          "first ran.", grid, variables, markers=[releases])
 
 
 dashboard = build(Config())  # grafanalib's generate-dashboard reads this

@@ -235,11 +235,17 @@ def json_type(panel: Any) -> str | None:
     return source.get("type") if isinstance(source, dict) else None
 
 
+def marker(name: str, target: ClickHouseTarget, color: str = "purple") -> dict[str, Any]:
+    """Events drawn on every time series of a dashboard: the rows (a `time` and a `text`) of a store query."""
+    return {"name": name, "datasource": CLICKHOUSE, "enable": True, "iconColor": color,
+            "target": target.to_json_data()}
+
+
 def dashboard(title: str, uid: str, description: str, grid: Grid, variables: Sequence[g.Template] = (),
-              time_from: str = "now-6h") -> g.Dashboard:
+              time_from: str = "now-6h", markers: Sequence[dict[str, Any]] = ()) -> g.Dashboard:
     uses = {json_type(p) for p in grid.panels}
     pickers = [v for v in DATASOURCES if v.plugin in uses or (v.plugin == PROMETHEUS["type"] and variables)]
-    return g.Dashboard(
+    return g.Dashboard(annotations=g.Annotations(list=list(markers)),
         title=title, uid=uid, description=description, tags=[TAG], panels=grid.panels,
         templating=g.Templating(list=[*pickers, *variables]), schemaVersion=SCHEMA_VERSION, timezone="browser",
         graphTooltip=g.GRAPH_TOOLTIP_MODE_SHARED_CROSSHAIR, refresh="30s", time=g.Time(time_from, "now"),

@@ -242,6 +242,11 @@ def test_every_clickhouse_panel_query_runs_on_the_store(live: Live) -> None:
             assert {"FM-1.3", "FM-1.5", "FM-3.2", "FM-3.3"} <= {r["failure_mode"] for r in rows}
         if target["format"] == 0:  # time series: a time column, a label, a number
             assert next(iter(rows[0])) == "time" and isinstance(list(rows[0].values())[-1], int | float)
+    markers = [(uid, a) for uid, board in dashboards(WITH_SLO).items() for a in board["annotations"]["list"]]
+    assert [(uid, a["name"]) for uid, a in markers] == [("mastwatch-agent", "Releases")]
+    for uid, a in markers:  # the demo's sre-bot names its release
+        assert [(set(r), r["text"]) for r in live.sql(a["target"]["rawSql"], VARIABLES[uid])] == [
+            ({"time", "text"}, "sre-bot 1.0.0 in demo")]
     set_mute(engine, "mastwatch", Mute(looping["signature"], muted=False))  # the other tests count it again
     set_resolution(engine, "mastwatch", Resolution(looping["signature"], resolved=False))
     one_model = {**AGENT_VARS, "model": Variable(["gpt-4.1-mini"])}

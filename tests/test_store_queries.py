@@ -162,6 +162,11 @@ def test_each_release_against_the_one_before_in_its_environment(store) -> None:
     assert rows[3]["top_modes"] == ["FM-3.3"] and rows[3]["failing_share"] == 0.4
     assert [r["zscore"] for r in rows] == [0, -3.14, 0.1, 3.1, 0, 0]  # 0.3 over its standard error of 0.0968
     assert rows[3]["first_run"] == "2026-01-01 01:00:00.000"
+    # the dashboards' markers: where each release first ran, if that is in the range
+    markers = store.query(PARAMETERS.render(queries.RELEASE_MARKERS, "mastwatch"),
+                          Filters(T0 + 5_400 * 10**9, T0 + DAY, agent="sre-bot").params())
+    assert [r["text"] for r in markers] == ["sre-bot 1.2 in production", "sre-bot 1.3 in production",
+                                            "sre-bot 1.1 in staging"]
     newest_runs = [make_verdict(trace + i, "ops", "sre-bot", T0 + 9 * 3_600 * 10**9 + i, (), modes=())
                 for i in range(1, 6)]
     for verdict in newest_runs:
@@ -219,11 +224,12 @@ def test_every_query_renders_for_the_cli_and_returns_rows(store) -> None:
     """The dashboards' queries too: each runs with query parameters, with rows (the dashboards run them with
     Grafana's macros in tests/test_live_queries.py)."""
     every = {name: value for name, value in vars(queries).items() if isinstance(value, Query)}
-    assert len(every) == 24 and set(QUERIES.values()) <= set(every.values())
+    assert len(every) == 25 and set(QUERIES.values()) <= set(every.values())
     for name, query in every.items():
         rows = store.query(PARAMETERS.render(query, "mastwatch"), RANGE.params())
-        # one lists agents with 10 runs or more, two the signatures muted or marked fixed (their own tests have some)
-        assert rows or name in ("AGENTS_BY_FAILURE_RATE", "MUTES", "RESOLUTIONS"), name
+        # one lists agents with 10 runs or more, two the signatures muted or marked fixed, one the runs' releases
+        # (their own tests have some)
+        assert rows or name in ("AGENTS_BY_FAILURE_RATE", "MUTES", "RESOLUTIONS", "RELEASE_MARKERS"), name
         if query.format == "timeseries":
             assert next(iter(rows[0])) == "time" and isinstance(list(rows[0].values())[-1], int | float), name
     recent = store.query(PARAMETERS.render(queries.RECENT_FAILING_TRACES, "mastwatch"), RANGE.params())

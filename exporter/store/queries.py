@@ -10,6 +10,7 @@ A query is a template over placeholders that a `Dialect` writes:
     {steps}     the filter on rows with a model column: the model that produced them (mast_repeated_steps), or the
                 model called (mast_model_spend)
     {rows}      the filter on other rows (mast_findings, mast_judgements): time range, service and agent
+    {match}     service and agent alone
     {range}     the time range alone
     {bucket}    the time bucket of a time series
     {mode}      a failure mode asked for ('' for all); only where the dialect has one
@@ -63,6 +64,7 @@ class Dialect:
                   "{mode}": self.mode or "",
                   "{modes}": f"({self.mode} = '' OR failure_mode = {self.mode})" if self.mode else "1 = 1",
                   "{limit}": self.limit or str(query.limit), "{rows}": _all(self.range, self.match),
+                  "{match}": self.match,
                   "{traces}": _all(self.range, self.match, self.models),
                   "{steps}": _all(self.range, self.match, self.model)}
         return re.sub("|".join(map(re.escape, values)), lambda m: values[m.group(0)], query.sql)
@@ -162,6 +164,16 @@ LIMIT {limit}"""
 VERSIONS = Query(_RELEASES.replace("<failing>",
                                    "{mode} = '' AND notEmpty(failure_modes) OR has(failure_modes, {mode})"))
 RELEASES = Query(_RELEASES.replace("<failing>", "notEmpty(failure_modes)"))
+
+# When each release first ran (whenever that was, shown if in the range): the dashboards' release markers.
+RELEASE_MARKERS = Query("""\
+SELECT started_at AS time, concat(agent, ' ', version, if(environment = '', '', concat(' in ', environment))) AS text
+FROM (SELECT service, agent, environment, version, min(started_at) AS started_at
+      FROM {db}.mast_traces
+      WHERE {match} AND version != ''
+      GROUP BY service, agent, environment, version)
+WHERE {range}
+ORDER BY time""", limit=200)
 
 # Traces with findings, latest first: each mode with its basis and reason, and the evidence span ids.
 RECENT_FAILING_TRACES = Query("""\
