@@ -96,7 +96,8 @@ def cmd_demo(args: argparse.Namespace, config: Config) -> int:
     host, port = service.metrics_address
     print(f"mastwatch demo: simulated agents are sending OTLP to {grpc_endpoint} (gRPC) and {http_endpoint} "
           f"(HTTP).\n  metrics: http://{host}:{port}/metrics   store: {config.exporters.store.path}\n"
-          "  beside it: mastwatch top traces | mastwatch show TRACE_ID | mastwatch top spend\n"
+          "  beside it: mastwatch top traces | mastwatch show TRACE_ID | mastwatch top spend | mastwatch top "
+          "versions\n"
           "  Ctrl-C stops.", flush=True)
     if args.duration:
         threading.Timer(args.duration, stop.set).start()
