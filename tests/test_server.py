@@ -256,14 +256,19 @@ def test_a_runs_version_and_environment_come_from_its_resource(server, tmp_path:
         answer = json.load(reply)
     assert (answer["flagged"], answer["version"], answer["environment"]) == (True, "2.3.0", "production")
     endpoint = server.metrics_url.removeprefix("http://").removesuffix("/metrics")
-    top = subprocess.run([sys.executable, "-m", "mastwatch.cli", "top", "versions", "--format", "json", "--store-path",
-                          server.service.config.exporters.store.path, "--set",
-                          f"exporters.prometheus.endpoint={endpoint}"], capture_output=True, text=True, timeout=120,
-                         cwd=tmp_path)
-    assert top.returncode == 0, top
-    (row,) = [json.loads(line) for line in top.stdout.splitlines()]
+
+    def top(what: str) -> list[dict]:
+        done = subprocess.run([sys.executable, "-m", "mastwatch.cli", "top", what, "--format", "json", "--store-path",
+                               server.service.config.exporters.store.path, "--set",
+                               f"exporters.prometheus.endpoint={endpoint}"], capture_output=True, text=True,
+                              timeout=120, cwd=tmp_path)
+        assert done.returncode == 0, done
+        return [json.loads(line) for line in done.stdout.splitlines()]
+
+    (row,) = top("versions")
     assert (row["service"], row["environment"], row["version"], row["runs"], row["failing_runs"]) == (
         "ops", "production", "2.3.0", 1, 1)
+    assert [(r["trace_id"], r["version"]) for r in top("traces")] == [(trace_id, "2.3.0")]
     tp.shutdown()
 
 

@@ -189,7 +189,7 @@ LIMIT {limit}""", limit=200)
 
 # Failing traces (those showing {mode} when set), most wasteful first.
 TRACES = Query("""\
-SELECT trace_id, toString(toDateTime64(started_at, 3)) AS started, service, agent, failure_modes, steps,
+SELECT trace_id, toString(toDateTime64(started_at, 3)) AS started, service, agent, version, failure_modes, steps,
        repeated_steps, round(cost_usd, 6) AS cost_usd, round(wasted_cost_usd, 6) AS wasted_cost_usd,
        round(wasted_seconds, 3) AS wasted_seconds
 FROM {db}.mast_traces
@@ -202,7 +202,7 @@ LIMIT {limit}""")
 
 RECENT_TRACES = Query("""\
 SELECT started_at AS time, dateDiff('millisecond', started_at, ended_at) / 1000 AS duration,
-       arrayStringConcat(failure_modes, ' ') AS modes, arrayStringConcat(models, ' ') AS model_list, steps,
+       arrayStringConcat(failure_modes, ' ') AS modes, version, arrayStringConcat(models, ' ') AS model_list, steps,
        llm_calls, tool_calls, input_tokens + output_tokens AS tokens, cost_usd, repeated_steps, wasted_cost_usd,
        wasted_seconds, completion, trace_id
 FROM {db}.mast_traces
