@@ -398,8 +398,9 @@ def test_last_occurrence_wins_and_messages_merge() -> None:
     for seq in value_sequences:
         kv_raw = ld(1, b"k") + b"".join(ld(2, v) for v in seq)
         assert_same(request(attr_span(kv_raw)), expect_error=False)
-        assert_same(request(span_bytes(), resource=ld(1, ld(1, b"service.name") + b"".join(ld(2, v) for v in seq))),
-                    expect_error=False)
+        for key in ("service.name", *RELEASE_KEYS):
+            assert_same(request(span_bytes(), resource=ld(1, ld(1, key.encode()) + b"".join(ld(2, v) for v in seq))),
+                        expect_error=False)
     # two keys: the last is the key
     assert_same(request(attr_span(ld(1, b"first") + ld(2, iv) + ld(1, b"second"))), expect_error=False)
     assert_same(request(attr_span(ld(2, iv))), expect_error=False)  # no key: ""
@@ -1133,7 +1134,8 @@ FIELD_COUNTS = {"request": (1, 3), "resource_spans": (1, 4), "scope_spans": (1, 
                 "any": (0, 2), "array": (0, 4), "kvlist": (0, 4)}
 STRINGS = ["", "a", "service.name", "k", "héllo ✓", "🦀", "x" * 40, "\x00", "gen_ai.system",
            "gen_ai.tool.definitions", "llm.input_messages.0.message.content",  # left out as keys
-           "exception", "exception.type", "exception.message", "exception.escaped"]  # added from events
+           "exception", "exception.type", "exception.message", "exception.escaped",  # added from events
+           *RELEASE_KEYS]  # taken from the resource
 DOUBLES = [0.0, -0.0, 1.5, math.inf, -math.inf, math.nan, 5e-324, -2.5e300]
 
 
@@ -1193,6 +1195,7 @@ def test_fuzz(corpus_bytes: list[bytes]) -> None:
     outcomes = {"error": 0, "accepted": 0, "records": 0}
     added_keys = {"exception.type", "exception.message", "exception.escaped", "otel.status_description"}
     with_added = 0  # records with an attribute added from the status or an exception event (or of that name)
+    with_release = 0  # records with a version or environment from their resource
     for i in range(FUZZ_ITERATIONS):
         if i % 2:
             data = mutate(rng, rng.choice(pool), pool)
@@ -1206,9 +1209,12 @@ def test_fuzz(corpus_bytes: list[bytes]) -> None:
         else:
             outcomes["accepted"] += 1
             outcomes["records"] += len(want[0])
-            with_added += sum(not added_keys.isdisjoint(r.attributes) for r in decode(data).spans)
+            spans = decode(data).spans
+            with_added += sum(not added_keys.isdisjoint(r.attributes) for r in spans)
+            with_release += sum(bool(r.version or r.environment) for r in spans)
     assert min(outcomes.values()) > FUZZ_ITERATIONS // 10, outcomes  # every outcome is well exercised
     assert with_added > FUZZ_ITERATIONS // 100
+    assert with_release > FUZZ_ITERATIONS // 400, with_release
 
 
 # --- timing (not a test) ------------------------------------------------------------------------------
