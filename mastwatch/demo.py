@@ -37,6 +37,7 @@ class Profile:
     check: str  # a tool that shows the state it left
     version: str = "1.0.0"  # its release (service.version)
     weights: tuple[tuple[str, int], ...] = ()  # behaviours weighted otherwise than BEHAVIOURS
+    starts_after: float = 0.0  # seconds into the demo (a release rolled out after the one it replaces)
 
 
 FLEET = (
@@ -49,7 +50,7 @@ FLEET = (
     # versions` tells it apart from the release before once both have enough runs
     Profile("support", "support-agent", "claude-sonnet-4-0", "anthropic",
             ("lookup_order", "get_shipping_status", "issue_refund"), "http", "cancel_order", "lookup_order", "3.2.0",
-            (("false_success", 8),)),
+            (("false_success", 8),), starts_after=5.0),
     Profile("coding", "coding-agent", "gpt-4o", "openai", ("read_file", "run_tests", "edit_file"), "grpc",
             "apply_patch", "run_tests"),
     Profile("internal-tools", "triage-agent", "acme-llama-3-70b-local", "acme", ("search_tickets", "add_label"),
@@ -189,6 +190,8 @@ def run_fleet(grpc_endpoint: str, http_endpoint: str, stop: threading.Event, *, 
     def loop(profile: Profile, provider: TracerProvider, index: int) -> None:
         agent = SimulatedAgent(profile, provider.get_tracer("mastwatch.demo"),
                                random.Random(None if seed is None else seed + index), pace)
+        if stop.wait(profile.starts_after):
+            return
         while not stop.is_set():
             behaviour, _ = agent.run_once()
             with lock:
