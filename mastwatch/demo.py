@@ -50,7 +50,7 @@ FLEET = (
     # versions` tells it apart from the release before once both have enough runs
     Profile("support", "support-agent", "claude-sonnet-4-0", "anthropic",
             ("lookup_order", "get_shipping_status", "issue_refund"), "http", "cancel_order", "lookup_order", "3.2.0",
-            (("false_success", 8),), starts_after=5.0),
+            (("false_success", 16),), starts_after=5.0),
     Profile("coding", "coding-agent", "gpt-4o", "openai", ("read_file", "run_tests", "edit_file"), "grpc",
             "apply_patch", "run_tests"),
     Profile("internal-tools", "triage-agent", "acme-llama-3-70b-local", "acme", ("search_tickets", "add_label"),
