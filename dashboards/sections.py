@@ -166,8 +166,9 @@ def failure_store(grid: Grid, config: Config, scope: Dialect, fleet: bool) -> No
     grid.add(table("Releases", "Each release of an agent (its resource's service.version; empty for runs that named "
                    "none) in each environment (deployment.environment.name), newest first: runs, the share with a "
                    "finding and the modes seen most, cost per run and waste, against the release before it: the "
-                   "change in that share, and whether it is beyond chance (worse, better, same; a two-proportion "
-                   "test, too few runs under 10 on either side).", [sql(q.RELEASES, db, scope)],
+                   "change in that share, its z statistic (standard errors; MastReleaseWorse fires on the newest "
+                   "release's), and whether it is beyond chance (worse, better, same; too few runs under 10 on either "
+                   "side).", [sql(q.RELEASES, db, scope)],
                    overrides=[override("failing_share", unit="percentunit", decimals=1),
                               override("share_change", unit="percentunit", decimals=1),
                               override("cost_per_run", unit="currencyUSD", decimals=4),
