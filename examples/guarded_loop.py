@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from mastwatch.guard import Guard
 
-provider = TracerProvider(resource=Resource.create({"service.name": "example-agents"}))
+provider = TracerProvider(resource=Resource.create({"service.name": "example-agents", "service.version": "1.0.0"}))
 otlp = os.environ.get("OTLP_ENDPOINT", "localhost:4317")  # mastwatch's OTLP/gRPC receiver
 provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=otlp, insecure=True)))
 tracer = provider.get_tracer("guarded-loop")
