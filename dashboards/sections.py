@@ -155,8 +155,9 @@ def failure_store(grid: Grid, config: Config, scope: Dialect, fleet: bool) -> No
     # every dashboard: on an agent's drill-down, its own recurring problems, where on-call mutes or resolves one
     grid.add(table("Failure signatures", "Recurring problems: findings grouped by agent, mode, tools and reason "
                    "with its values masked. Runs in the range against all time (a new problem has both equal), "
-                   "first and last seen, waste, models, an example trace (trace_id opens it), its reviews, "
-                   "whether it is muted, and whether it was marked fixed (and has regressed since).",
+                   "the releases whose runs showed it, first and last seen, waste, models, an example trace "
+                   "(trace_id opens it), its reviews, whether it is muted, and whether it was marked fixed (and has "
+                   "regressed since).",
                    [sql(q.SIGNATURES, db, scope)],
                    overrides=[override("first_seen_at", custom__width=190),
                               override("last_seen_at", custom__width=190),

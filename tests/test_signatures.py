@@ -247,3 +247,24 @@ def test_top_signatures_lists_and_filters_new_ones(tmp_path) -> None:
     for narrower in (["--new-since", "2024-01-01"], ["--mode", "FM-3.3"]):
         answer = subprocess.run([*command, *narrower], capture_output=True, text=True, timeout=60)
         assert answer.returncode == 0 and answer.stdout.strip() == "(no rows)", (narrower, answer.stderr)
+
+
+def test_a_signature_names_the_releases_it_showed_in(tmp_path) -> None:
+    """Which releases a problem shows in, within the range: one only in the newest release came with it."""
+    from mastwatch.exporter.store.queries import Filters, run
+
+    store = StoreExporter(StoreConfig(path=str(tmp_path), flush_interval=0.05))
+    try:
+        runs = [(1, "3.1.0", ("FM-1.3",)), (2, "3.2.0", ("FM-1.3",)), (3, "3.2.0", ("FM-1.3", "FM-3.3")),
+                (4, "", ("FM-1.3",))]
+        verdicts = []
+        for trace, version, modes in runs:
+            verdict = make_verdict(trace=trace, started_ns=1_700_000_000_000_000_000 + trace, modes=modes)
+            verdict.version = version
+            verdicts.append(verdict)
+        store.export_verdicts(verdicts, [NO_INCREMENT] * len(verdicts))
+        assert store.flush()
+        rows = run(store.engine, "mastwatch", "signatures", Filters(1_690_000_000 * 10**9, 1_710_000_000 * 10**9))
+        assert {r["mode"]: r["versions"] for r in rows} == {"FM-1.3": ["3.1.0", "3.2.0"], "FM-3.3": ["3.2.0"]}
+    finally:
+        store.shutdown()

@@ -563,8 +563,8 @@ def test_records_of_version_6_still_queued_are_written_after_an_upgrade(tmp_path
 
 
 def test_records_of_version_7_still_queued_are_written_after_an_upgrade(tmp_path) -> None:
-    """A record queued before runs' version and environment (format 7: mast_traces blocks of fewer columns) is
-    written with the columns it has: both read ''; the same run queued now has them."""
+    """A record queued before runs' version and environment (format 7: mast_traces and mast_findings blocks of fewer
+    columns) is written with the columns it has: they read ''; the same run queued now has them."""
     import struct
 
     from mastwatch.exporter.store import records
@@ -572,9 +572,13 @@ def test_records_of_version_7_still_queued_are_written_after_an_upgrade(tmp_path
     verdict = make_verdict(trace=1)
     rows, payload = encode([verdict])
     sizes = struct.unpack_from("<B6I", payload)[1:]
-    width = records.WIDTHS_V7[TRACES]
-    traces = records._encode(records._columns(TABLES[TRACES].columns[:width]), [records.trace_row(verdict)[:width]])
-    old = struct.pack("<B6I", 7, len(traces), *sizes[1:]) + traces + payload[struct.calcsize("<B6I") + sizes[0]:]
+    found: list[list] = []
+    records.finding_rows(verdict, found)
+    parts = {table: records._encode(records._columns(TABLES[table].columns[:width]), [r[:width] for r in table_rows])
+             for (table, width), table_rows in (((TRACES, records.WIDTHS_V7[TRACES]), [records.trace_row(verdict)]),
+                                                ((FINDINGS, records.WIDTHS_V7[FINDINGS]), found))}
+    old = struct.pack("<B6I", 7, len(parts[TRACES]), len(parts[FINDINGS]), *sizes[2:]) + parts[TRACES] + \
+        parts[FINDINGS] + payload[struct.calcsize("<B6I") + sizes[0] + sizes[1]:]
     store = queued_before_and_now(tmp_path, rows, old, verdict)
     try:
         released = make_verdict(trace=3)
@@ -585,6 +589,9 @@ def test_records_of_version_7_still_queued_are_written_after_an_upgrade(tmp_path
             {"trace_id": f"{1:032x}", "version": "", "environment": ""},
             {"trace_id": f"{2:032x}", "version": "", "environment": ""},
             {"trace_id": f"{3:032x}", "version": "1.4.2", "environment": "production"}]
+        assert store.query("SELECT trace_id, version FROM mastwatch.mast_findings ORDER BY trace_id") == [
+            {"trace_id": f"{1:032x}", "version": ""}, {"trace_id": f"{2:032x}", "version": ""},
+            {"trace_id": f"{3:032x}", "version": "1.4.2"}]
     finally:
         store.shutdown()
     assert records.VERSION == 8

@@ -471,7 +471,7 @@ FROM {RESOLVED_NOW.replace("<which>", "r.signature IN {signatures:Array(String)}
 
 SIGNATURES = Query("""\
 SELECT s.signature AS signature, s.failure_mode AS mode, s.service AS service_name, s.agent AS agent_name,
-       r.runs_in_range AS runs_in_range, s.all_runs AS runs_all_time,
+       r.runs_in_range AS runs_in_range, s.all_runs AS runs_all_time, r.versions_in_range AS versions,
        toString(toDateTime64(s.first, 3)) AS first_seen_at, toString(toDateTime64(s.last, 3)) AS last_seen_at,
        round(s.wasted, 6) AS wasted_usd, s.model_list AS model_list, s.example AS trace_id,
        rv.n_confirmed AS confirmed_reviews, rv.n_dismissed AS dismissed_reviews,
@@ -488,7 +488,8 @@ FROM (SELECT signature, failure_mode, service, agent, uniqMerge(runs) AS all_run
              arraySort(groupUniqArrayMerge(5)(examples))[1] AS example, anyLast(reason) AS sample_reason
       FROM {db}.mast_signatures
       GROUP BY signature, failure_mode, service, agent) AS s
-INNER JOIN (SELECT signature, uniqExact(trace_id) AS runs_in_range
+INNER JOIN (SELECT signature, uniqExact(trace_id) AS runs_in_range,
+                   arraySort(arrayFilter(v -> v != '', groupUniqArray(version))) AS versions_in_range
             FROM {db}.mast_findings
             WHERE {rows} AND signature != '' AND {modes}
             GROUP BY signature) AS r ON s.signature = r.signature

@@ -7,8 +7,8 @@ ClickHouse Native block (_native.c): columnar, times as DateTime64(9) ticks, nan
 Native several times faster than JSON but pays a fixed cost per block, so `decode` merges a batch's blocks into one
 per table: a copy of each column's bytes, no work per value.
 
-Written before: version 7 the same with mast_traces blocks of fewer columns (before runs' version and
-environment); version 6 with blocks of fewer columns still in mast_traces, and in mast_findings and
+Written before: version 7 the same with mast_traces and mast_findings blocks of fewer columns (before runs' version
+and environment); version 6 with blocks of fewer columns still in mast_traces, and in mast_findings and
 mast_repeated_steps (before the time of repeated steps); version 5 as version 6 without the model spend's part (five
 lengths); version 4 without the steps' part either (four lengths); version 3 as version 4 with mast_findings blocks
 of fewer columns still (before failure signatures); version 1 a `table<TAB>JSON array` line per row,
@@ -150,7 +150,8 @@ def finding_rows(v: Verdict | Judgement, rows: list[list[Any]], quotes: Quotes =
                     wasted += r.cost_usd
                     seconds += r.seconds
         rows.append([v.trace_id, v.service, v.agent, v.started_at_ns, code, mode.category, mode.name, f.confidence,
-                     f.basis, [e.hex() for e in f.evidence], reason, grouped, models, wasted, seconds])
+                     f.basis, [e.hex() for e in f.evidence], reason, grouped, models, wasted, seconds,
+                     v.version if isinstance(v, Verdict) else ""])
 
 
 def repeated_step_rows(v: Verdict, rows: list[list[Any]]) -> None:

@@ -108,7 +108,8 @@ TABLES = {t.name: t for t in (
         signature String CODEC(ZSTD(1)),
         models Array(LowCardinality(String)),
         wasted_cost_usd Float64,
-        wasted_seconds Float64"""), "(failure_mode, service, agent, started_at)"),
+        wasted_seconds Float64,
+        version LowCardinality(String)"""), "(failure_mode, service, agent, started_at)"),
     # One row per repeated step. Tokens and cost are those of the model call that produced the step,
     # counted at the first repeated step it produced (0 at the others), so sums match the verdict's waste.
     # uncached_input + output + cache_read + cache_write tokens are all the tokens of that call. Seconds are
@@ -311,9 +312,9 @@ def _signatures(layout: Layout) -> list[str]:
 
 
 # Columns added to tables after they were made: the time of repeated steps (per run, per finding and per repeated
-# step), then each run's version and environment.
+# step), then each run's version and environment (its findings' the version: which release a problem shows in).
 WASTED_TIME_COLUMNS = {TRACES: "wasted_seconds", FINDINGS: "wasted_seconds", REPEATED_STEPS: "seconds"}
-RELEASE_COLUMNS: dict[str, tuple[str, ...]] = {TRACES: ("version", "environment")}
+RELEASE_COLUMNS: dict[str, tuple[str, ...]] = {TRACES: ("version", "environment"), FINDINGS: ("version",)}
 
 
 def _add_columns(added: dict[str, tuple[str, ...]]) -> Callable[[Layout], list[str]]:
