@@ -186,11 +186,6 @@ def _text(value: Any) -> str:
     return (value if type(value) is str else canonical_json(value))[:TEXT_CHARS]
 
 
-def _release(step: Step, version: str, environment: str) -> None:
-    """What the span's resource says of the release and the deployment it ran in."""
-    step.version, step.environment = _canonical(version), _canonical(environment)
-
-
 def normalize_span(span: SpanRecord) -> Step:
     service, trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, attrs, bits, version, environment \
         = span
@@ -203,16 +198,14 @@ def normalize_span(span: SpanRecord) -> Step:
         if read.empty:
             step = Step(trace_id, span_id, parent_span_id, OTHER, _canonical(name), start_ns, end_ns,
                         _canonical(service))
-            if version or environment:
-                _release(step, version, environment)
+            step.version, step.environment = version, environment  # the resource's: one str per request already
             if status_code == STATUS_ERROR or EXCEPTION_TYPE in attrs:
                 _failure(step, attrs, status_code == STATUS_ERROR, None)
             return step
         values = read.values
     kind = values[field.KIND] or OTHER
     step = Step(trace_id, span_id, parent_span_id, kind, _canonical(name), start_ns, end_ns, _canonical(service))
-    if version or environment:
-        _release(step, version, environment)
+    step.version, step.environment = version, environment
     if (agent := values[field.AGENT_NAME]) is not None:
         step.agent = _canonical(agent)
     if (model := values[field.MODEL]) is not None:
